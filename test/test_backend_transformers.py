@@ -1,0 +1,180 @@
+"""In-process transformers backends on the tiny models (real loading, real generate)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from embodied_r_ros.core.backends.base import Perceiver, Reasoner
+from embodied_r_ros.core.backends.factory import make_perceiver, make_reasoner
+from embodied_r_ros.core.backends.model_spec import ModelSpec
+from embodied_r_ros.core.backends.transformers_backend import TransformersReasoner
+from embodied_r_ros.core.errors import (
+    CancelledError,
+    InvalidRequestError,
+    ModelUnavailableError,
+    RequestTimeoutError,
+)
+from embodied_r_ros.core.types import GenerationSettings
+
+GREEDY = GenerationSettings(temperature=0.0, max_new_tokens=12)
+MESSAGES = [
+    {"role": "system", "content": "Think inside <think></think>, answer inside <answer></answer>."},
+    {"role": "user", "content": "Question: Which is closer?\nChoices:\nA. lamp\nB. sofa"},
+]
+
+
+def _frames(n: int, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, 256, size=(240, 320, 3), dtype=np.uint8) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def perceiver(tiny_models):
+    p = make_perceiver(ModelSpec(model=str(tiny_models.vlm), device="cpu", max_new_tokens=8))
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def reasoner(tiny_models):
+    r = make_reasoner(ModelSpec(model=str(tiny_models.lm), device="cpu", max_new_tokens=12))
+    yield r
+    r.close()
+
+
+def test_protocols(perceiver, reasoner) -> None:
+    assert isinstance(perceiver, Perceiver)
+    assert isinstance(reasoner, Reasoner)
+
+
+def test_perceiver_one_and_two_images(perceiver) -> None:
+    one = perceiver.describe(_frames(1), "Describe the scene.", GREEDY)
+    two = perceiver.describe(_frames(2), "What changed between the two views?", GREEDY)
+    assert isinstance(one, str) and one
+    assert isinstance(two, str) and two
+
+
+def test_perceiver_batch_matches_single(perceiver) -> None:
+    frames = _frames(2, seed=3)
+    requests = [(frames[:1], "Describe the scene."), (frames, "What changed?")]
+    batch = perceiver.describe_batch(requests, GREEDY)
+    single = [perceiver.describe(imgs, prompt, GREEDY) for imgs, prompt in requests]
+    assert batch == single
+
+
+def test_perceiver_downscales_large_images(tiny_models) -> None:
+    p = make_perceiver(
+        ModelSpec(model=str(tiny_models.vlm), device="cpu", max_image_side=64, max_new_tokens=4)
+    )
+    try:
+        big = np.zeros((1080, 1920, 3), dtype=np.uint8)
+        assert isinstance(p.describe([big], "Describe.", None), str)
+    finally:
+        p.close()
+
+
+def test_perceiver_rejects_bad_image(perceiver) -> None:
+    with pytest.raises(InvalidRequestError):
+        perceiver.describe([np.zeros((10, 10), dtype=np.uint8)], "Describe.", GREEDY)
+
+
+def test_reasoner_greedy_is_deterministic(reasoner) -> None:
+    first = reasoner.generate(MESSAGES, GREEDY)
+    second = reasoner.generate(MESSAGES, GREEDY)
+    assert first == second
+    assert first
+
+
+def test_reasoner_seeded_sampling_repeats(reasoner) -> None:
+    settings = GenerationSettings(temperature=1.0, max_new_tokens=12, seed=7)
+    assert reasoner.generate(MESSAGES, settings) == reasoner.generate(MESSAGES, settings)
+
+
+def test_streaming_pieces_concatenate_to_result(reasoner) -> None:
+    pieces: list[str] = []
+    result = reasoner.generate(MESSAGES, GenerationSettings(max_new_tokens=24), on_text=pieces.append)
+    assert len(pieces) > 1
+    assert "".join(pieces) == result
+
+
+def test_should_stop_cancels(reasoner) -> None:
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) >= 3
+
+    with pytest.raises(CancelledError):
+        reasoner.generate(MESSAGES, GenerationSettings(max_new_tokens=50), should_stop=stop)
+    assert len(calls) >= 3
+
+
+def test_timeout_raises(tiny_models) -> None:
+    r = make_reasoner(ModelSpec(model=str(tiny_models.lm), device="cpu", timeout_s=1e-6))
+    try:
+        with pytest.raises(RequestTimeoutError):
+            r.generate(MESSAGES, GenerationSettings(max_new_tokens=8))
+    finally:
+        r.close()
+
+
+def test_batch_matches_single(reasoner) -> None:
+    conversations = [
+        MESSAGES,
+        [{"role": "user", "content": "hi"}],
+        [{"role": "user", "content": "A much longer question about the red box on the left?"}],
+    ]
+    batch = reasoner.generate_batch(conversations, GREEDY)
+    assert batch == [reasoner.generate(c, GREEDY) for c in conversations]
+
+
+def test_reasoner_is_thread_safe(reasoner) -> None:
+    expected = reasoner.generate(MESSAGES, GREEDY)
+    results: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(reasoner.generate(MESSAGES, GREEDY)))
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [expected] * 3
+
+
+def test_vlm_checkpoint_as_text_reasoner(tiny_models) -> None:
+    """The released Embodied-R weights are a Qwen2.5-VL: it must serve as a text reasoner."""
+    r = make_reasoner(ModelSpec(model=str(tiny_models.vlm), device="cpu"))
+    try:
+        assert isinstance(r, TransformersReasoner) and r.text_only_vlm
+        assert r.generate(MESSAGES, GREEDY) == r.generate(MESSAGES, GREEDY)
+    finally:
+        r.close()
+
+
+def test_missing_path_is_model_unavailable(tmp_path) -> None:
+    missing = tmp_path / "no_such_model"
+    with pytest.raises(ModelUnavailableError, match=str(missing)) as info:
+        make_reasoner(ModelSpec(model=str(missing)))
+    assert "transformers" in str(info.value)
+    with pytest.raises(ModelUnavailableError, match=str(missing)):
+        make_perceiver(ModelSpec(model=str(missing)))
+
+
+def test_folder_without_config_is_model_unavailable(tmp_path) -> None:
+    with pytest.raises(ModelUnavailableError, match="not a model folder"):
+        make_reasoner(ModelSpec(model=str(tmp_path)))
+
+
+def test_uncached_hub_id_offline_is_model_unavailable(monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelUnavailableError, match="not in the local Hugging Face cache"):
+        make_reasoner(ModelSpec(model="EmbodiedCity/Embodied-R-not-here"))
+
+
+def test_lm_folder_is_not_a_perceiver(tiny_models) -> None:
+    with pytest.raises(ModelUnavailableError, match=str(tiny_models.lm)):
+        make_perceiver(ModelSpec(model=str(tiny_models.lm), device="cpu"))
