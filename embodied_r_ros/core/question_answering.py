@@ -1,0 +1,158 @@
+"""Answering one spatial question from the episode memory with the reasoning model.
+
+Builds the prompt from the frame descriptions (at most `max_keyframes` of them: first,
+last, the rest sampled evenly), runs the Reasoner with a deadline and cancellation, and
+parses the reply into think text, answer and option letter. Every outcome is an
+`AnswerResult`; failures carry an ErrorCode and a message that says what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from embodied_r_ros.core.answer_parser import parse_reasoning_output
+from embodied_r_ros.core.backends.base import Reasoner, TextCallback
+from embodied_r_ros.core.errors import (
+    CancelledError,
+    EmbodiedRError,
+    ErrorCode,
+    InvalidRequestError,
+    NoKeyFramesError,
+    RequestTimeoutError,
+)
+from embodied_r_ros.core.keyframes import apply_count_rule
+from embodied_r_ros.core.memory import render_video_text
+from embodied_r_ros.core.reasoning_prompts import (
+    OPTION_LETTERS,
+    build_reasoning_messages,
+    format_question,
+    parse_choices,
+)
+from embodied_r_ros.core.types import ChatMessage, FrameDescription, GenerationSettings, TimingInfo
+
+LOG = logging.getLogger("embodied_r_ros.qa")
+
+
+@dataclass
+class AnswerResult:
+    """Everything a service/action response carries (see srv/AskSpatial.srv)."""
+
+    success: bool
+    error_code: ErrorCode = ErrorCode.OK
+    message: str = ""
+    answer: str = ""
+    answer_text: str = ""
+    reasoning: str = ""
+    raw_output: str = ""
+    keyframes_used: int = 0
+    episode_id: str = ""
+    timing: TimingInfo = field(default_factory=TimingInfo)
+    messages: list[ChatMessage] = field(default_factory=list)  # the exact LM input
+
+    @classmethod
+    def failure(cls, error: EmbodiedRError, **kwargs: object) -> AnswerResult:
+        return cls(success=False, error_code=error.code, message=str(error), **kwargs)  # type: ignore[arg-type]
+
+
+def select_for_prompt(descriptions: Sequence[FrameDescription],
+                      max_keyframes: int) -> list[FrameDescription]:
+    """Keep at most `max_keyframes` descriptions: first, last and an even middle."""
+    n = len(descriptions)
+    if n <= max_keyframes:
+        return list(descriptions)
+    keep = apply_count_rule(list(range(n)), n, min_keyframes=1, max_keyframes=max_keyframes)
+    return [descriptions[i] for i in keep]
+
+
+def validate_question(question: str, choices: Sequence[str]) -> str:
+    """Return the formatted question text or raise InvalidRequestError."""
+    if not question or not question.strip():
+        raise InvalidRequestError("the question is empty; send the question text "
+                                  "(choices are optional)")
+    if len(choices) > len(OPTION_LETTERS):
+        raise InvalidRequestError(f"{len(choices)} choices given; at most "
+                                  f"{len(OPTION_LETTERS)} (A-{OPTION_LETTERS[-1]}) are supported")
+    if any(not c.strip() for c in choices):
+        raise InvalidRequestError("a choice is empty; remove it or give it text")
+    return format_question(question, list(choices) or None)
+
+
+class QuestionAnswerer:
+    """Reasoning step: memory text + question -> parsed answer."""
+
+    def __init__(self, reasoner: Reasoner, settings: GenerationSettings, *,
+                 max_keyframes: int = 32) -> None:
+        self.reasoner = reasoner
+        self.settings = settings
+        self.max_keyframes = max_keyframes
+
+    def answer(self, question_text: str, descriptions: Sequence[FrameDescription], *,
+               episode_id: str = "", deadline: float | None = None,
+               on_text: TextCallback | None = None,
+               should_stop: Callable[[], bool] | None = None,
+               timing: TimingInfo | None = None) -> AnswerResult:
+        """Answer an already formatted question (see `validate_question`)."""
+        timing = timing or TimingInfo()
+        if not descriptions:
+            err = NoKeyFramesError("no key frame of this episode has been described yet; "
+                                   "check that camera frames arrive on the camera topic and "
+                                   "that the perception model is running")
+            return AnswerResult.failure(err, episode_id=episode_id, timing=timing)
+        used = select_for_prompt(descriptions, self.max_keyframes)
+        messages = build_reasoning_messages(render_video_text(used), question_text)
+
+        def stop() -> bool:
+            if should_stop is not None and should_stop():
+                return True
+            return deadline is not None and time.monotonic() > deadline
+
+        start = time.monotonic()
+        try:
+            raw = self.reasoner.generate(messages, self.settings, on_text=on_text, should_stop=stop)
+            if deadline is not None and time.monotonic() > deadline:
+                raise RequestTimeoutError("the reasoning model did not finish before the "
+                                          "question's time limit")
+        except CancelledError as exc:
+            timing.reasoning_s = time.monotonic() - start
+            if deadline is not None and time.monotonic() > deadline and not (
+                    should_stop is not None and should_stop()):
+                exc = RequestTimeoutError(
+                    "the reasoning model did not finish before the question's time limit; "
+                    "raise timeout_s / qa.default_timeout_s or lower reasoning.max_new_tokens")
+            return AnswerResult.failure(exc, episode_id=episode_id, timing=timing,
+                                        messages=messages, keyframes_used=len(used))
+        except EmbodiedRError as exc:
+            timing.reasoning_s = time.monotonic() - start
+            return AnswerResult.failure(exc, episode_id=episode_id, timing=timing,
+                                        messages=messages, keyframes_used=len(used))
+        timing.reasoning_s = time.monotonic() - start
+        return self._result(raw, question_text, used, messages, episode_id, timing)
+
+    def _result(self, raw: str, question_text: str, used: Sequence[FrameDescription],
+                messages: list[ChatMessage], episode_id: str, timing: TimingInfo) -> AnswerResult:
+        choices = dict(parse_choices(question_text))
+        letters = "".join(choices) if choices else OPTION_LETTERS
+        parsed = parse_reasoning_output(raw, valid_letters=letters)
+        common = dict(raw_output=raw, reasoning=parsed.think, keyframes_used=len(used),
+                      episode_id=episode_id, timing=timing, messages=messages)
+        if choices:
+            if parsed.letter is None:
+                return AnswerResult(
+                    success=False, error_code=ErrorCode.UNPARSEABLE_ANSWER,
+                    message="the reasoning model gave no option letter "
+                            f"({', '.join(choices)}); raw_output holds its reply. With a "
+                            "trained reasoning model this is rare; untrained/tiny models "
+                            "produce it often", answer=parsed.answer, **common)
+            return AnswerResult(success=True, answer=parsed.letter,
+                                answer_text=choices.get(parsed.letter, ""),
+                                message="ok" if parsed.well_formed else
+                                "answered, but the reply was not in <think>/<answer> form",
+                                **common)
+        if not parsed.answer.strip():
+            return AnswerResult(success=False, error_code=ErrorCode.UNPARSEABLE_ANSWER,
+                                message="the reasoning model gave an empty answer; raw_output "
+                                        "holds its reply", **common)
+        return AnswerResult(success=True, answer=parsed.answer.strip(), message="ok", **common)

@@ -1,0 +1,30 @@
+"""Optional odometry subscription: measured motion between key frames replaces the
+VLM's guessed action (perception.use_odometry)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nav_msgs.msg import Odometry
+from rclpy.node import Node
+
+from embodied_r_ros.core.odometry import Pose3D, PoseHistory, motion_between
+from embodied_r_ros.nodes.conversions import stamp_to_seconds
+
+
+class OdometryInput:
+    def __init__(self, node: Node, params: dict[str, Any], max_age_s: float = 600.0) -> None:
+        self.history = PoseHistory(max_age_s=max_age_s)
+        self.subscription = node.create_subscription(
+            Odometry, params["perception.odometry_topic"], self._on_odometry, 50)
+
+    def _on_odometry(self, msg: Odometry) -> None:
+        p, q = msg.pose.pose.position, msg.pose.pose.orientation
+        self.history.add(Pose3D(x=p.x, y=p.y, z=p.z, qx=q.x, qy=q.y, qz=q.z, qw=q.w,
+                                stamp_s=stamp_to_seconds(msg.header.stamp)))
+
+    def motion_label(self, previous_stamp_s: float, stamp_s: float) -> str | None:
+        start, end = self.history.at(previous_stamp_s), self.history.at(stamp_s)
+        if start is None or end is None:
+            return None
+        return motion_between(start, end).action
