@@ -1,0 +1,158 @@
+"""Per-episode store of key-frame descriptions and the text the reasoning LM reads.
+
+`EpisodeMemory` keeps `FrameDescription` objects sorted by `keyframe_index`; it is shared
+between the perception worker (writer) and the question handler (reader), so every method
+takes a lock. `render_video_text` turns a list of descriptions into the LM's "video":
+
+    <preamble>
+    Frame 0: Observe: <observation>
+    Frame 1: After <action>, Observe: <observation>
+    ...
+
+Frames are renumbered 0..n-1 by their position in the list given (key-frame indices may
+have gaps after count limiting). A frame after the first whose action is ``None`` or empty
+is written "After an unknown movement, Observe: ...". An empty observation is written as
+"(no description)". Newlines and runs of whitespace inside observations and actions are
+collapsed to one space so each frame stays on one line. The action of frame 0 is never
+shown (it has no previous frame).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import threading
+from collections.abc import Sequence
+
+from embodied_r_ros.core.types import FrameDescription
+
+__all__ = [
+    "EpisodeMemory",
+    "render_video_text",
+    "VIDEO_PREAMBLE",
+    "UNKNOWN_ACTION_TEXT",
+    "EMPTY_OBSERVATION_TEXT",
+]
+
+VIDEO_PREAMBLE = (
+    "The video is given as text: one line per key frame, in time order. Frame 0 is the "
+    "view at the start and the last frame is the current view. Each later line says "
+    "which movement led to that frame and what was seen there."
+)
+UNKNOWN_ACTION_TEXT = "an unknown movement"
+EMPTY_OBSERVATION_TEXT = "(no description)"
+_NO_FRAMES_TEXT = "(no frames were recorded)"
+_WS = re.compile(r"\s+")
+
+
+def _flat(text: str | None) -> str:
+    return _WS.sub(" ", text or "").strip()
+
+
+def render_video_text(descriptions: Sequence[FrameDescription]) -> str:
+    """Render descriptions as the LM's video text (format in the module docstring)."""
+    lines = [VIDEO_PREAMBLE]
+    if not descriptions:
+        lines.append(_NO_FRAMES_TEXT)
+    for i, desc in enumerate(descriptions):
+        observation = _flat(desc.observation) or EMPTY_OBSERVATION_TEXT
+        if i == 0:
+            lines.append(f"Frame 0: Observe: {observation}")
+        else:
+            action = _flat(desc.action) or UNKNOWN_ACTION_TEXT
+            lines.append(f"Frame {i}: After {action}, Observe: {observation}")
+    return "\n".join(lines)
+
+
+class EpisodeMemory:
+    """Thread-safe, key-frame-ordered list of `FrameDescription` for one episode.
+
+    Writers may pass ``episode_id=`` to `add`/`replace`; the write is then ignored (and
+    False returned) when the memory has meanwhile been cleared for another episode, so a
+    slow perception call can never leak into the next episode.
+    """
+
+    def __init__(self, episode_id: str = "") -> None:
+        self._lock = threading.RLock()
+        self._episode_id = episode_id
+        self._items: list[FrameDescription] = []
+        self._keys: list[int] = []
+
+    @property
+    def episode_id(self) -> str:
+        with self._lock:
+            return self._episode_id
+
+    def _stale(self, episode_id: str | None) -> bool:
+        return episode_id is not None and episode_id != self._episode_id
+
+    def add(self, description: FrameDescription, *, episode_id: str | None = None) -> bool:
+        """Insert in key-frame order. Raises ValueError if that key-frame index exists.
+
+        Returns False (and stores nothing) when ``episode_id`` is given and stale.
+        """
+        with self._lock:
+            if self._stale(episode_id):
+                return False
+            key = description.keyframe_index
+            pos = bisect.bisect_left(self._keys, key)
+            if pos < len(self._keys) and self._keys[pos] == key:
+                raise ValueError(f"key frame {key} is already in episode memory")
+            self._keys.insert(pos, key)
+            self._items.insert(pos, description)
+            return True
+
+    def replace(
+        self,
+        item: FrameDescription | Sequence[FrameDescription],
+        *,
+        episode_id: str | None = None,
+    ) -> bool:
+        """Replace one description (same key-frame index) or, given a sequence, all of them.
+
+        A single description whose index is absent raises KeyError; a sequence with
+        duplicate indices raises ValueError. Returns False when ``episode_id`` is stale.
+        """
+        with self._lock:
+            if self._stale(episode_id):
+                return False
+            if isinstance(item, FrameDescription):
+                key = item.keyframe_index
+                pos = bisect.bisect_left(self._keys, key)
+                if pos >= len(self._keys) or self._keys[pos] != key:
+                    raise KeyError(f"key frame {key} is not in episode memory")
+                self._items[pos] = item
+                return True
+            items = sorted(item, key=lambda d: d.keyframe_index)
+            keys = [d.keyframe_index for d in items]
+            if len(set(keys)) != len(keys):
+                raise ValueError("duplicate key-frame indices in replacement list")
+            self._items, self._keys = items, keys
+            return True
+
+    def get(self, keyframe_index: int) -> FrameDescription | None:
+        """The description of one key frame, or None."""
+        with self._lock:
+            pos = bisect.bisect_left(self._keys, keyframe_index)
+            if pos < len(self._keys) and self._keys[pos] == keyframe_index:
+                return self._items[pos]
+            return None
+
+    def descriptions(self) -> list[FrameDescription]:
+        """A copy of the stored descriptions in key-frame order."""
+        with self._lock:
+            return list(self._items)
+
+    def render(self) -> str:
+        """`render_video_text` of the current contents."""
+        return render_video_text(self.descriptions())
+
+    def clear(self, new_episode_id: str = "") -> None:
+        """Drop everything and start episode ``new_episode_id``."""
+        with self._lock:
+            self._items, self._keys = [], []
+            self._episode_id = new_episode_id
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
