@@ -10,7 +10,6 @@ replay evaluation. The split ROS graph uses the same pieces, one per node.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -21,14 +20,7 @@ import numpy as np
 
 from embodied_r_ros.core import config as cfg
 from embodied_r_ros.core.backends.base import Perceiver, Reasoner, TextCallback
-from embodied_r_ros.core.errors import (
-    BusyError,
-    CancelledError,
-    EmbodiedRError,
-    ErrorCode,
-    NoKeyFramesError,
-    RequestTimeoutError,
-)
+from embodied_r_ros.core.errors import CancelledError, NoKeyFramesError, RequestTimeoutError
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent, KeyFrameTracker
 from embodied_r_ros.core.keyframes import KeyFrameParams, apply_count_rule
 from embodied_r_ros.core.memory import EpisodeMemory
@@ -38,7 +30,12 @@ from embodied_r_ros.core.perception_worker import (
     PerceptionWorker,
     describe_keyframe,
 )
-from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswerer, validate_question
+from embodied_r_ros.core.question_answering import (
+    AnswerResult,
+    QuestionAnswerer,
+    QuestionGate,
+    validate_question,
+)
 from embodied_r_ros.core.types import FrameDescription, GenerationSettings, TimingInfo
 
 LOG = logging.getLogger("embodied_r_ros.pipeline")
@@ -109,7 +106,7 @@ class EmbodiedRPipeline:
                                          max_keyframes=self.kf_params.max_keyframes)
         # on_query mode keeps key-frame images (bounded by the ring size).
         self._keyframe_images: list[KeyFrameEvent] = []
-        self._ask_lock = threading.Lock()
+        self._gate = QuestionGate(params["qa.default_timeout_s"])
         self._last_keyframe = -1
 
     # -- frames ----------------------------------------------------------------------------
@@ -158,41 +155,27 @@ class EmbodiedRPipeline:
             on_text: TextCallback | None = None, on_stage: StageCallback | None = None,
             should_stop: Callable[[], bool] | None = None) -> AnswerResult:
         """Answer one question about the current episode. Never raises."""
-        start = time.monotonic()
-        timeout_s = timeout_s if timeout_s > 0 else self.params["qa.default_timeout_s"]
-        deadline = start + timeout_s
-        timing = TimingInfo()
-        if not self._ask_lock.acquire(blocking=False):
-            return AnswerResult.failure(BusyError(
-                "another question is being answered; retry when it is done (questions "
-                "are answered one at a time to keep GPU memory bounded)"),
-                episode_id=self.episode_id, timing=timing)
-        try:
+
+        def handle(deadline: float, timing: TimingInfo) -> AnswerResult:
             question_text = validate_question(question, choices)
             if self.mode == "streaming":
-                descriptions = self._streaming_descriptions(deadline, on_stage, should_stop, timing)
+                descriptions = self._streaming_descriptions(deadline, on_stage, should_stop,
+                                                            timing)
             else:
                 descriptions = self._on_query_descriptions(question_text, on_stage, timing)
             if on_stage is not None:
                 on_stage("reasoning")
-            result = self.answerer.answer(question_text, descriptions, episode_id=self.episode_id,
-                                          deadline=deadline, on_text=on_text,
-                                          should_stop=should_stop, timing=timing)
+            result = self.answerer.answer(question_text, descriptions,
+                                          episode_id=self.episode_id, deadline=deadline,
+                                          on_text=on_text, should_stop=should_stop,
+                                          timing=timing)
             failed = len(self.worker.failures)
             if failed and result.success:
                 result.message += (f" ({failed} key frame(s) could not be described and "
                                    "were left out)")
-        except EmbodiedRError as exc:
-            result = AnswerResult.failure(exc, episode_id=self.episode_id, timing=timing)
-        except Exception as exc:  # noqa: BLE001 - a question must never crash the node
-            LOG.exception("unexpected failure while answering")
-            result = AnswerResult(success=False, error_code=ErrorCode.INTERNAL,
-                                  message=f"internal error: {exc!r}; see the node log",
-                                  episode_id=self.episode_id, timing=timing)
-        finally:
-            self._ask_lock.release()
-        timing.total_s = time.monotonic() - start
-        return result
+            return result
+
+        return self._gate.run(timeout_s, handle, self.episode_id)
 
     def _streaming_descriptions(self, deadline: float, on_stage: StageCallback | None,
                                 should_stop: Callable[[], bool] | None,

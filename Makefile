@@ -1,0 +1,24 @@
+# Entry points. Each target sets up first (idempotent; seconds when already done).
+#   make demo   the whole node graph on the bundled synthetic sample
+#   make test   the test suite
+#   make setup  only the setup (.venv, pinned deps, colcon build)
+SHELL := /bin/bash
+ENV := source scripts/env.sh &&
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test bench-keyframes clean
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	$(ENV) python -m embodied_r_ros.cli demo $(DEMO_ARGS)
+
+test: setup
+	$(ENV) python -m pytest test $(PYTEST_ARGS)
+
+bench-keyframes: setup
+	$(ENV) python bench/bench_keyframes.py
+
+clean:
+	rm -rf .ros_ws artifacts .pytest_cache

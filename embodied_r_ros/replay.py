@@ -1,0 +1,230 @@
+"""Replay a rosbag onto the camera topic of a running graph and ask questions over ROS.
+
+The client side of the demo, of `embodied-r replay-eval` and of the end-to-end tests:
+a small rclpy node that publishes the bag's frames (with their recorded stamps, paced by
+`rate`), listens to key frames, descriptions, answers and reasoning prompts, and calls
+the AskSpatial service.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header, String
+from std_srvs.srv import Trigger
+
+from embodied_r_ros.msg import FrameDescription, KeyFrame, SpatialAnswer
+from embodied_r_ros.nodes.conversions import rgb_to_image_msg, seconds_to_stamp
+from embodied_r_ros.srv import AskSpatial
+
+
+@dataclass
+class QuestionItem:
+    """One question to ask: text, options (may be empty), ground truth if known."""
+
+    question: str
+    choices: list[str]
+    answer: str = ""
+    category: str = ""
+    question_id: str = ""
+
+
+def load_questions(path: Path) -> list[QuestionItem]:
+    """Read a JSON list of question records: either {question_text, choices, answer} or the
+    datasets' own format {question (with a Choices: block), answer, question_category}."""
+    records = json.loads(Path(path).read_text(encoding="utf-8"))
+    if isinstance(records, dict):
+        records = records.get("questions", [])
+    items = []
+    for i, rec in enumerate(records):
+        text = rec.get("question_text") or rec.get("question")
+        if not text:
+            raise ValueError(f"{path}: record {i} has no question text")
+        items.append(QuestionItem(
+            question=text,
+            choices=list(rec.get("choices", [])) if rec.get("question_text") else [],
+            answer=str(rec.get("answer", "")),
+            category=str(rec.get("question_category", rec.get("category", ""))),
+            question_id=str(rec.get("Question_id", rec.get("id", i)))))
+    return items
+
+
+class ReplayClient(Node):
+    """Publishes frames and asks questions; records what the graph publishes."""
+
+    def __init__(self, camera_topic: str = "/camera/image_raw", *, ask_service: str = "ask",
+                 keyframes_topic: str = "keyframes",
+                 descriptions_topic: str = "frame_descriptions",
+                 answers_topic: str = "answers", name: str = "embodied_r_replay") -> None:
+        super().__init__(name)
+        self.camera_pub = self.create_publisher(Image, camera_topic, qos_profile_sensor_data)
+        reliable = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
+        self.keyframes: list[KeyFrame] = []
+        self.descriptions: list[FrameDescription] = []
+        self.answers: list[SpatialAnswer] = []
+        self.prompts: list[list[dict[str, Any]]] = []
+        self.create_subscription(KeyFrame, keyframes_topic, self.keyframes.append, 50)
+        self.create_subscription(FrameDescription, descriptions_topic,
+                                 self.descriptions.append, reliable)
+        self.create_subscription(SpatialAnswer, answers_topic, self.answers.append, reliable)
+        self.create_subscription(String, answers_topic + "/prompt",
+                                 lambda m: self.prompts.append(json.loads(m.data)), reliable)
+        self.ask_client = self.create_client(AskSpatial, ask_service)
+        self.published = 0
+
+    # -- frames ---------------------------------------------------------------------------
+    def play(self, frames: Iterable[tuple[float, Any, str]], rate: float = 1.0) -> int:
+        """Publish (stamp_s, rgb image, frame_id) tuples, paced by their stamps / rate
+        (rate <= 0: as fast as possible). Returns the number published."""
+        wall0: float | None = None
+        stamp0 = 0.0
+        for stamp_s, image, frame_id in frames:
+            if wall0 is None:
+                wall0, stamp0 = time.monotonic(), stamp_s
+            elif rate > 0:
+                delay = (stamp_s - stamp0) / rate - (time.monotonic() - wall0)
+                if delay > 0:
+                    time.sleep(delay)
+            header = Header(stamp=seconds_to_stamp(stamp_s), frame_id=frame_id)
+            self.camera_pub.publish(rgb_to_image_msg(image, header))
+            self.published += 1
+        return self.published
+
+    # -- services ----------------------------------------------------------------------------
+    def wait_for_graph(self, timeout_s: float, alive_check=None) -> None:  # type: ignore[no-untyped-def]
+        """Wait until the AskSpatial service and a camera subscriber exist."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if alive_check is not None:
+                alive_check()
+            if self.ask_client.service_is_ready() and self.camera_pub.get_subscription_count() > 0:
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"the graph did not come up within {timeout_s:.0f}s (no "
+                           "AskSpatial service or no camera subscriber)")
+
+    def ask(self, item: QuestionItem, timeout_s: float = 300.0) -> AskSpatial.Response:
+        request = AskSpatial.Request(question=item.question, choices=item.choices,
+                                     timeout_s=float(timeout_s))
+        done = threading.Event()
+        future = self.ask_client.call_async(request)
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(timeout=timeout_s + 30.0):
+            raise TimeoutError(f"no AskSpatial response within {timeout_s + 30:.0f}s")
+        return future.result()
+
+    def call_trigger(self, service: str, timeout_s: float = 10.0) -> Trigger.Response:
+        client = self.create_client(Trigger, service)
+        if not client.wait_for_service(timeout_sec=timeout_s):
+            raise TimeoutError(f"service {service} not available")
+        done = threading.Event()
+        future = client.call_async(Trigger.Request())
+        future.add_done_callback(lambda _f: done.set())
+        done.wait(timeout=timeout_s)
+        return future.result()
+
+
+class SpinningClient:
+    """Context manager: rclpy init + ReplayClient spinning on a background executor."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self.node: ReplayClient | None = None
+        self._executor: MultiThreadedExecutor | None = None
+        self._thread: threading.Thread | None = None
+        self._owns_context = False
+
+    def __enter__(self) -> ReplayClient:
+        if not rclpy.ok():
+            rclpy.init()
+            self._owns_context = True
+        self.node = ReplayClient(**self.kwargs)
+        self._executor = MultiThreadedExecutor(num_threads=2)
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._thread.start()
+        return self.node
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._executor is not None and self.node is not None
+        self._executor.shutdown(timeout_sec=2.0)
+        self.node.destroy_node()
+        if self._owns_context and rclpy.ok():
+            rclpy.shutdown()
+
+
+@dataclass
+class QuestionOutcome:
+    item: QuestionItem
+    response: Any  # AskSpatial.Response
+    correct: bool | None  # None when the question has no ground truth or no choices
+
+
+@dataclass
+class ReplaySummary:
+    outcomes: list[QuestionOutcome] = field(default_factory=list)
+
+    def accuracy_by_category(self) -> dict[str, float]:
+        groups: dict[str, list[bool]] = defaultdict(list)
+        for o in self.outcomes:
+            if o.correct is not None:
+                groups[o.item.category or "all"].append(o.correct)
+        table = {k: 100.0 * sum(v) / len(v) for k, v in sorted(groups.items())}
+        scored = [o.correct for o in self.outcomes if o.correct is not None]
+        if scored:
+            table["average"] = 100.0 * sum(scored) / len(scored)
+        return table
+
+    def latency(self) -> dict[str, float]:
+        def med(values: Sequence[float]) -> float:
+            return float(statistics.median(values)) if values else 0.0
+
+        rs = [o.response for o in self.outcomes]
+        return {"total_s_median": med([r.total_s for r in rs]),
+                "perception_s_median": med([r.perception_s for r in rs]),
+                "reasoning_s_median": med([r.reasoning_s for r in rs]),
+                "total_s_max": max((r.total_s for r in rs), default=0.0)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "accuracy": self.accuracy_by_category(),
+            "latency": self.latency(),
+            "questions": [{
+                "id": o.item.question_id, "category": o.item.category,
+                "question": o.item.question, "choices": o.item.choices,
+                "ground_truth": o.item.answer, "answer": o.response.answer,
+                "correct": o.correct, "success": o.response.success,
+                "error_code": o.response.error_code, "message": o.response.message,
+                "reasoning": o.response.reasoning, "keyframes_used": o.response.keyframes_used,
+                "perception_s": o.response.perception_s, "reasoning_s": o.response.reasoning_s,
+                "total_s": o.response.total_s} for o in self.outcomes],
+        }
+
+
+def ask_all(client: ReplayClient, items: Sequence[QuestionItem],
+            timeout_s: float = 300.0) -> ReplaySummary:
+    summary = ReplaySummary()
+    for item in items:
+        response = client.ask(item, timeout_s)
+        has_letters = bool(item.choices) or "choices:" in item.question.lower()
+        correct = (response.success and response.answer.strip().upper() == item.answer.strip().upper()
+                   ) if item.answer and has_letters else None
+        summary.outcomes.append(QuestionOutcome(item, response, correct))
+    return summary
+
+
+def overrides_from_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
