@@ -1,0 +1,312 @@
+"""Format, accuracy and consistency rewards, and their weighting.
+
+The consistency reward needs a frozen reference model. `RuleReasoner` below is a small,
+real implementation of the `Reasoner` protocol (not a mock of a library): it reads the
+reasoning text in the request and answers the letter the reasoning says it picks
+("pick B"), or misbehaves on purpose when the reasoning contains RAISE / SLOW /
+GIBBERISH, so each fallback path of the reward runs for real, threads and timeouts
+included. The transformers and HTTP reasoners are tested by their own suites.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+
+import pytest
+
+from embodied_r_ros.core.backends.base import Reasoner
+from embodied_r_ros.core.errors import ReasoningError
+from embodied_r_ros.core.reasoning_prompts import format_question
+from embodied_r_ros.core.rewards import (
+    PAPER_STAGE_WEIGHTS,
+    REFERENCE_CODE_WEIGHTS,
+    ConsistencyReward,
+    RewardWeights,
+    accuracy_reward,
+    completion_text,
+    format_reward,
+    paper_stage_weights,
+    total_reward,
+)
+from embodied_r_ros.core.types import GenerationSettings
+
+Q3 = format_question("Where is the door?", ["left", "right", "back"])
+Q_FREE = format_question("How do I get back to the red car?")
+Q_RAW = (
+    "<video>Please assume the role of an agent. The video represents your egocentric "
+    "observations from the past to the present. Question: Which is closest to the door?"
+    "\n\nChoices: \nA. computer tower\nB. chair\nC. whiteboard\nD. telephone\n"
+)
+TIMEOUT_S = 0.3
+
+
+class RuleReasoner:
+    """Deterministic reference model: answers the letter after "pick" in the reasoning."""
+
+    name = "rule"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.settings_seen: list[GenerationSettings | None] = []
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+
+    def generate(self, messages, settings=None, on_text=None, should_stop=None) -> str:
+        user = messages[-1]["content"]
+        reasoning = user.split("Reasoning:", 1)[1]
+        with self._lock:
+            self.calls.append(reasoning)
+            self.settings_seen.append(settings)
+        if "RAISE" in reasoning:
+            raise ReasoningError("reference server returned 500")
+        if "SLOW" in reasoning:  # honours the stop hook, but only after the deadline
+            while not (should_stop and should_stop()):
+                time.sleep(0.01)
+            return "A"
+        if "HANG" in reasoning:  # ignores the stop hook entirely
+            self.release.wait(5)
+            return "A"
+        if "GIBBERISH" in reasoning:
+            return "I would rather not say."
+        m = re.search(r"pick ([A-H])", reasoning)
+        return m.group(1) if m else "A"
+
+    def generate_batch(self, conversations, settings=None):
+        return [self.generate(c, settings) for c in conversations]
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def chat(text: str) -> list[dict]:
+    return [{"role": "assistant", "content": text}]
+
+
+# (label, completion, solution, question, format, accuracy, consistency)
+TABLE = [
+    ("perfect", "<think>door left, pick A</think><answer>A</answer>", "A", Q3, 1, 1, 1),
+    ("whitespace", "\n<think> pick B </think>\n\n<answer> B </answer>\n", "B", Q3, 1, 1, 1),
+    ("no think", "<answer>A</answer>", "A", Q3, 0, 1, 0),
+    ("no answer", "<think>pick A</think>", "A", Q3, 0, 0, 0),
+    ("letter after think, no tags", "<think>after: pick A</think> A", "A", Q3, 0, 1, 1),
+    ("two answers, last wins", "<think>two answers: pick C</think><answer>A</answer><answer>C</answer>", "C", Q3, 0, 1, 1),
+    ("two thinks", "<think>two thinks: pick B</think><think>more</think><answer>B</answer>", "B", Q3, 0, 1, 1),
+    ("lowercase letter", "<think>lowercase: pick B</think><answer>b</answer>", "B", Q3, 1, 1, 1),
+    ("letter with period", "<think>period: pick B</think><answer>B.</answer>", "B", Q3, 1, 1, 1),
+    ("letter in parentheses", "<think>parens: pick C</think><answer>(C)</answer>", "C", Q3, 1, 1, 1),
+    ("letter with text", "<think>with text: pick B</think><answer>B) right</answer>", "B", Q3, 1, 1, 1),
+    ("answer label", "<think>label: pick C</think><answer>Answer: C</answer>", "C", Q3, 1, 1, 1),
+    ("markdown bold", "<think>bold: pick B</think><answer>**B**</answer>", "B", Q3, 1, 1, 1),
+    ("text after answer", "<think>trailing: pick A</think><answer>A</answer> extra", "A", Q3, 0, 1, 1),
+    ("text before think", "Sure! <think>leading: pick A</think><answer>A</answer>", "A", Q3, 0, 1, 1),
+    ("nested tags", "<think><think>nested: pick A</think></think><answer>A</answer>", "A", Q3, 0, 1, 1),
+    ("empty think", "<think></think><answer>A</answer>", "A", Q3, 1, 1, 0),
+    ("blank think", "<think>  \n </think><answer>A</answer>", "A", Q3, 1, 1, 0),
+    ("plain letter only", "A", "A", Q3, 0, 1, 0),
+    ("wrong answer", "<think>pick B</think><answer>B</answer>", "A", Q3, 1, 0, 0),
+    ("not an option", "<think>pick D</think><answer>D</answer>", "A", Q3, 1, 0, 0),
+    ("article, not letter", "<think>pick A</think><answer>a chair</answer>", "A", Q3, 1, 0, 0),
+    ("two letters", "<think>pick A</think><answer>A or B</answer>", "A", Q3, 1, 0, 0),
+    ("free text right", "<think>walk back</think><answer>Turn around.</answer>", "turn around", Q_FREE, 1, 1, 0),
+    ("free text wrong", "<think>walk back</think><answer>Go left</answer>", "turn around", Q_FREE, 1, 0, 0),
+    ("chat message", chat("<think>pick A, chat</think><answer>A</answer>"), "A", Q3, 1, 1, 1),
+    ("chat content parts", [{"role": "assistant", "content": [{"type": "text", "text": "<think>pick C, parts</think><answer>C</answer>"}]}], "C", Q3, 1, 1, 1),
+    ("reference disagrees", "<think>I doubt it: pick B</think><answer>A</answer>", "A", Q3, 1, 1, 0),
+    ("reference raises", "<think>RAISE, pick A</think><answer>A</answer>", "A", Q3, 1, 1, 0),
+    ("reference times out", "<think>SLOW, pick A</think><answer>A</answer>", "A", Q3, 1, 1, 0),
+    ("unparseable reply", "<think>GIBBERISH</think><answer>A</answer>", "A", Q3, 1, 1, 0),
+    ("raw dataset question", "<think>pick C</think><answer>C</answer>", "C", Q_RAW, 1, 1, 1),
+    ("wrapped solution", "<think>pick B, wrapped</think><answer>B</answer>", "<answer>B</answer>", Q3, 1, 1, 1),
+    ("repeat of perfect (cache)", "<think>door left, pick A</think><answer>A</answer>", "A", Q3, 1, 1, 1),
+]
+LABELS = [row[0] for row in TABLE]
+COMPLETIONS = [row[1] for row in TABLE]
+SOLUTIONS = [row[2] for row in TABLE]
+QUESTIONS = [row[3] for row in TABLE]
+
+
+@pytest.fixture
+def reasoner():
+    r = RuleReasoner()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def reward(reasoner):
+    cr = ConsistencyReward(reasoner, max_workers=4, timeout_s=TIMEOUT_S)
+    yield cr
+    cr.close()
+
+
+def _expected(column: int) -> list[float]:
+    return [float(row[column]) for row in TABLE]
+
+
+def test_table_has_enough_cases():
+    assert len(TABLE) >= 30 and len(set(LABELS)) == len(LABELS)
+
+
+def test_format_reward_table():
+    got = format_reward(COMPLETIONS, solution=SOLUTIONS, question=QUESTIONS)
+    assert dict(zip(LABELS, got)) == dict(zip(LABELS, _expected(4)))
+
+
+def test_accuracy_reward_table():
+    got = accuracy_reward(COMPLETIONS, solution=SOLUTIONS, question=QUESTIONS)
+    assert dict(zip(LABELS, got)) == dict(zip(LABELS, _expected(5)))
+
+
+def test_consistency_reward_table(reward, reasoner, caplog):
+    caplog.set_level(logging.DEBUG, logger="embodied_r_ros.rewards")
+    start = time.monotonic()
+    got = reward(
+        completions=COMPLETIONS, solution=SOLUTIONS, question=QUESTIONS,
+        prompts=["p"] * len(TABLE), trainer_state=None,  # extra TRL kwargs are ignored
+    )
+    elapsed = time.monotonic() - start
+    assert dict(zip(LABELS, got)) == dict(zip(LABELS, _expected(6)))
+    assert elapsed < 3.0  # one timeout, not one per call
+
+    # Only correct answers with reasoning reach the model; identical requests go once.
+    correct_with_think = [
+        row for row in TABLE if row[5] == 1 and row[6] is not None and row[3] is not Q_FREE
+        and row[0] not in ("no think", "empty think", "blank think", "plain letter only")
+    ]
+    assert len(reasoner.calls) == len(correct_with_think) - 1  # the repeat was a cache hit
+    assert not any("pick D" in c or "a chair" in c for c in reasoner.calls)
+    assert all(s == GenerationSettings(temperature=0.1, max_new_tokens=10) for s in reasoner.settings_seen)
+
+    stats = reward.stats
+    assert stats.calls == len(reasoner.calls)
+    assert stats.cache_hits == 1
+    assert stats.rewarded == sum(_expected(6))
+    assert stats.fallbacks == {
+        "no_think": 4,
+        "wrong_answer": 5,  # no answer, wrong, not an option, article, two letters
+        "free_text": 2,
+        "reference_disagrees": 1,
+        "model_error": 1,
+        "timeout": 1,
+        "unparseable_reply": 1,
+    }
+    reasons = {r.getMessage().split("reason=")[1].split(" ")[0] for r in caplog.records}
+    assert reasons == set(stats.fallbacks)
+    assert any(r.levelno == logging.WARNING and "ReasoningError" in r.getMessage() for r in caplog.records)
+
+
+def test_cache_across_calls_and_lru_eviction(reasoner):
+    cr = ConsistencyReward(reasoner, max_workers=2, timeout_s=2.0, cache_size=2)
+    try:
+        batch = [f"<think>pick A, case {i}</think><answer>A</answer>" for i in range(3)]
+        assert cr(batch, ["A"] * 3, [Q3] * 3) == [1.0, 1.0, 1.0]
+        assert len(reasoner.calls) == 3
+        # Cases 1 and 2 are cached; case 0 was evicted (cache holds 2).
+        assert cr(batch[1:], ["A"] * 2, [Q3] * 2) == [1.0, 1.0]
+        assert len(reasoner.calls) == 3 and cr.stats.cache_hits == 2
+        assert cr(batch[:1], ["A"], [Q3]) == [1.0]
+        assert len(reasoner.calls) == 4
+        # The same reasoning under another question is a different request.
+        q2 = format_question("Where is the window?", ["left", "right", "back"])
+        assert cr(batch[1:2], ["A"], [q2]) == [1.0]
+        assert len(reasoner.calls) == 5
+    finally:
+        cr.close()
+
+
+def test_errors_are_not_cached(reasoner):
+    cr = ConsistencyReward(reasoner, timeout_s=2.0)
+    try:
+        batch = ["<think>RAISE pick A</think><answer>A</answer>"]
+        assert cr(batch, ["A"], [Q3]) == [0.0]
+        assert cr(batch, ["A"], [Q3]) == [0.0]
+        assert len(reasoner.calls) == 2 and cr.stats.fallbacks == {"model_error": 2}
+    finally:
+        cr.close()
+
+
+def test_calls_run_concurrently():
+    class BarrierReasoner(RuleReasoner):
+        """Every call waits until four calls are inside generate at once."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.barrier = threading.Barrier(4, timeout=2.0)
+
+        def generate(self, messages, settings=None, on_text=None, should_stop=None):
+            self.barrier.wait()
+            return super().generate(messages, settings, on_text, should_stop)
+
+    r = BarrierReasoner()
+    cr = ConsistencyReward(r, max_workers=4, timeout_s=5.0)
+    try:
+        batch = [f"<think>pick B, n{i}</think><answer>B</answer>" for i in range(4)]
+        assert cr(batch, ["B"] * 4, [Q3] * 4) == [1.0] * 4
+    finally:
+        cr.close()
+
+
+def test_hung_model_does_not_block_the_next_batch(reasoner):
+    cr = ConsistencyReward(reasoner, max_workers=1, timeout_s=TIMEOUT_S)
+    try:
+        start = time.monotonic()
+        assert cr(["<think>HANG pick A</think><answer>A</answer>"], ["A"], [Q3]) == [0.0]
+        # The only worker is still stuck in the model; a fresh pool serves this batch.
+        assert cr(["<think>pick A, after hang</think><answer>A</answer>"], ["A"], [Q3]) == [1.0]
+        assert time.monotonic() - start < 2.0
+        assert cr.stats.fallbacks == {"timeout": 1}
+    finally:
+        reasoner.release.set()
+        cr.close()
+
+
+def test_consistency_reward_is_named_and_satisfies_protocol(reward, reasoner):
+    assert reward.__name__ == "consistency_reward"
+    assert isinstance(reasoner, Reasoner)
+
+
+def test_trl_call_shape_and_length_checks():
+    comps = [chat("<think>pick A</think><answer>A</answer>")]
+    assert format_reward(prompts=[[{"role": "user", "content": "q"}]], completions=comps) == [1.0]
+    assert accuracy_reward(completions=comps, solution=["A"]) == [1.0]  # no question: A-H
+    assert accuracy_reward(completions=["<answer>H</answer>"], solution=["H"]) == [1.0]
+    with pytest.raises(ValueError):
+        accuracy_reward(completions=comps, solution=["A", "B"])
+    assert completion_text([{"role": "user", "content": "u"}, {"role": "assistant", "content": "x"}]) == "x"
+    assert completion_text(None) == ""
+
+
+def test_weights_and_total():
+    assert REFERENCE_CODE_WEIGHTS == RewardWeights(format=0.1, accuracy=0.7, consistency=0.2)
+    got = total_reward([1, 1, 0], [1, 0, 0], [1, 0, 0], REFERENCE_CODE_WEIGHTS)
+    assert got == pytest.approx([1.0, 0.1, 0.0])
+    with pytest.raises(ValueError):
+        total_reward([1], [1, 0], [1], REFERENCE_CODE_WEIGHTS)
+    assert [paper_stage_weights(e) for e in (1, 2, 3, 4, 5, 12)] == [
+        RewardWeights(0.7, 0.3, 0.0), RewardWeights(0.7, 0.3, 0.0),
+        RewardWeights(0.3, 0.7, 0.0), RewardWeights(0.3, 0.7, 0.0),
+        RewardWeights(0.1, 0.7, 0.2), RewardWeights(0.1, 0.7, 0.2),
+    ]
+    assert [first for first, _ in PAPER_STAGE_WEIGHTS] == [1, 3, 5]
+    with pytest.raises(Exception):
+        REFERENCE_CODE_WEIGHTS.format = 1.0  # type: ignore[misc]
+
+
+def test_rewards_import_without_torch_or_ros():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('torch', 'transformers', 'rclpy', 'trl'):\n"
+        "            raise ImportError('blocked ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import embodied_r_ros.core.rewards, embodied_r_ros.core.memory\n"
+        "import embodied_r_ros.core.perception_parser, embodied_r_ros.core.answer_parser\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
