@@ -18,7 +18,7 @@ import time
 import pytest
 
 from embodied_r_ros.core.backends.base import Reasoner
-from embodied_r_ros.core.errors import ReasoningError
+from embodied_r_ros.core.errors import CancelledError, ReasoningError
 from embodied_r_ros.core.reasoning_prompts import format_question
 from embodied_r_ros.core.rewards import (
     PAPER_STAGE_WEIGHTS,
@@ -260,6 +260,53 @@ def test_hung_model_does_not_block_the_next_batch(reasoner):
         assert cr.stats.fallbacks == {"timeout": 1}
     finally:
         reasoner.release.set()
+        cr.close()
+
+
+def test_backend_that_raises_on_stop_counts_as_timeout():
+    class StopRaisingReasoner(RuleReasoner):
+        """Like the real backends: raises CancelledError once should_stop() turns True."""
+
+        def generate(self, messages, settings=None, on_text=None, should_stop=None):
+            while not should_stop():
+                time.sleep(0.01)
+            raise CancelledError("generation stopped")
+
+    cr = ConsistencyReward(StopRaisingReasoner(), timeout_s=0.1)
+    try:
+        assert cr(["<think>pick A</think><answer>A</answer>"], ["A"], [Q3]) == [0.0]
+        assert cr.stats.fallbacks == {"timeout": 1}
+    finally:
+        cr.close()
+
+
+class PickleableReasoner:
+    """Minimal protocol implementation without locks, so it can be pickled."""
+
+    name = "pickleable"
+
+    def generate(self, messages, settings=None, on_text=None, should_stop=None):
+        return "B"
+
+    def generate_batch(self, conversations, settings=None):
+        return ["B" for _ in conversations]
+
+    def close(self):
+        pass
+
+
+def test_consistency_reward_survives_pickling():
+    import pickle
+
+    cr = ConsistencyReward(PickleableReasoner(), timeout_s=2.0)
+    comps = ["<think>so B</think><answer>B</answer>"]
+    assert cr(comps, ["B"], [Q3]) == [1.0]
+    clone = pickle.loads(pickle.dumps(cr))
+    try:
+        assert clone(comps, ["B"], [Q3]) == [1.0]
+        assert clone.stats.cache_hits == 1  # the cache travelled with it
+    finally:
+        clone.close()
         cr.close()
 
 

@@ -46,7 +46,7 @@ from embodied_r_ros.core.answer_parser import (
     parse_reasoning_output,
 )
 from embodied_r_ros.core.backends.base import Reasoner
-from embodied_r_ros.core.errors import InvalidRequestError
+from embodied_r_ros.core.errors import CancelledError, InvalidRequestError, RequestTimeoutError
 from embodied_r_ros.core.reasoning_prompts import (
     build_consistency_messages,
     format_question,
@@ -215,8 +215,12 @@ class ConsistencyReward:
     (question, think) requests are answered from an LRU cache of ``cache_size`` entries
     and sent once per batch. Calls run concurrently on ``max_workers`` threads. A call
     counts as timed out ``timeout_s`` after it starts; the reasoner is also asked to stop
-    at that moment through its ``should_stop`` hook. If a timed-out call never returns,
-    the next batch gets a fresh thread pool so a hung model cannot block training.
+    at that moment through its ``should_stop`` hook; a backend that then raises
+    `CancelledError` or `RequestTimeoutError` is counted as a timeout, any other exception
+    as ``model_error``. If a timed-out call never returns, the next batch gets a fresh
+    thread pool so a hung model cannot block training (the stuck thread itself ends only
+    when the backend's own network/generation limit ends it). Errors and timeouts are
+    not cached; replies (including unparseable ones) are.
     """
 
     def __init__(
@@ -285,6 +289,17 @@ class ConsistencyReward:
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle support (TRL may pickle reward callables): drop the lock and threads."""
+        state = self.__dict__.copy()
+        state["_lock"] = None
+        state["_executor"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def close(self) -> None:
         """Stop the worker threads (running calls are not interrupted)."""
         if self._executor is not None:
@@ -309,11 +324,15 @@ class ConsistencyReward:
         def call(key: tuple[str, str], messages: list[dict[str, Any]]) -> tuple[str, float]:
             start = time.monotonic()
             starts[key] = start
-            text = self.reasoner.generate(
-                messages,
-                self.settings,
-                should_stop=lambda: time.monotonic() - start > timeout,
-            )
+            try:
+                text = self.reasoner.generate(
+                    messages,
+                    self.settings,
+                    should_stop=lambda: time.monotonic() - start > timeout,
+                )
+            except (CancelledError, RequestTimeoutError):
+                # Backends raise these when our stop hook fires or their own limit hits.
+                return "", math.inf
             return text, time.monotonic() - start
 
         futures: dict[Future[tuple[str, float]], tuple[str, str]] = {}
