@@ -1,0 +1,176 @@
+"""Perception caching: batching, both modes, resume after a crash, record contents."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from embodied_r_training import data
+from embodied_r_training.perception_cache import AppendOnlyJsonl, cache_split, unit_key
+from embodied_r_training.toy import make_toy_benchmark
+
+
+class CountingPerceiver:
+    """A Perceiver whose answers depend only on the request, counting every call.
+
+    `fail_after` makes call number N+1 raise, like a model server dying mid-run.
+    """
+
+    name = "counting"
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.calls = 0
+        self.requests = 0
+        self.batch_sizes: list[int] = []
+        self.prompts: list[str] = []
+        self.fail_after = fail_after
+
+    def describe(self, images, prompt, settings=None):
+        return self.describe_batch([(images, prompt)], settings)[0]
+
+    def describe_batch(self, requests, settings=None):
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise RuntimeError("perception server went away")
+        self.calls += 1
+        self.requests += len(requests)
+        self.batch_sizes.append(len(requests))
+        out = []
+        for images, prompt in requests:
+            self.prompts.append(prompt)
+            tag = sum(int(img[::16, ::16].sum()) for img in images) % 997
+            if len(images) == 1:
+                out.append(f"A grey wall ahead, texture {tag}, prompt {len(prompt)}.")
+            else:
+                out.append(
+                    f"1. rotate right\n2. A new patch {tag} appears on the right.\n3. The lamp is ahead-left."
+                )
+        return out
+
+    def close(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toycache")
+    toy = make_toy_benchmark(root / "toy", scenes=2, seed=1, videos=True)
+    data.prepare(vsi=[toy["vsi"]], urban=[toy["urban"]], out=root / "prep", seed=0, ratios=(1, 0, 0))
+    records = data.read_jsonl(root / "prep" / "train.jsonl")
+    return toy, records
+
+
+def _n_frames(out, video):
+    rows = [r for r in AppendOnlyJsonl(out / "keyframes.jsonl").read() if r["video"] == video]
+    return len(rows[0]["source_frames"])
+
+
+def test_on_query_resume_after_crash_redoes_nothing(prepared, tmp_path):
+    toy, records = prepared
+    records = records[:8]  # two videos' worth of questions keeps it quick
+    kwargs = dict(video_root=toy["video_root"], split="train", mode="on_query", batch_size=5, progress=False)
+
+    clean = CountingPerceiver()
+    stats = cache_split(records, perceiver=clean, out=tmp_path / "clean", **kwargs)
+    assert stats.complete and stats.records_written == len(records)
+    needed = clean.requests
+    assert needed == sum(_n_frames(tmp_path / "clean", r["video_path"]) for r in records)
+    assert max(clean.batch_sizes) == 5  # batched through describe_batch
+    stem = records[0]["question"].splitlines()[0].removeprefix("Question: ")
+    assert any(stem in p for p in clean.prompts)  # on_query prompts carry the question
+
+    crashing = CountingPerceiver(fail_after=3)
+    with pytest.raises(RuntimeError, match="went away"):
+        cache_split(records, perceiver=crashing, out=tmp_path / "run", **kwargs)
+    assert not (tmp_path / "run" / "train.on_query.jsonl").exists()  # nothing half-written
+    stored = AppendOnlyJsonl(tmp_path / "run" / "descriptions.on_query.jsonl").read()
+    assert len(stored) == crashing.requests == 15  # three finished batches kept
+
+    resumed = CountingPerceiver()
+    stats = cache_split(records, perceiver=resumed, out=tmp_path / "run", **kwargs)
+    assert stats.complete
+    assert resumed.requests == needed - crashing.requests  # nothing redone, nothing lost
+    assert stats.frames_reused == crashing.requests
+    assert (tmp_path / "run" / "train.on_query.jsonl").read_text() == (
+        tmp_path / "clean" / "train.on_query.jsonl"
+    ).read_text()
+
+    again = CountingPerceiver()
+    stats = cache_split(records, perceiver=again, out=tmp_path / "run", **kwargs)
+    assert again.calls == 0 and stats.videos_skipped == stats.videos
+
+
+def test_partial_line_from_a_kill_is_redone_once(prepared, tmp_path):
+    toy, records = prepared
+    records = records[:3]
+    kwargs = dict(video_root=toy["video_root"], split="train", mode="streaming", batch_size=4, progress=False)
+    first = CountingPerceiver()
+    cache_split(records, perceiver=first, out=tmp_path, **kwargs)
+    path = tmp_path / "descriptions.streaming.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    # A writer killed in the middle of the last line leaves it cut short.
+    path.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
+    second = CountingPerceiver()
+    stats = cache_split(records, perceiver=second, out=tmp_path, **kwargs)
+    assert second.requests == 1 and stats.complete
+    assert len(AppendOnlyJsonl(path).read()) == len(lines)
+
+
+def test_streaming_shares_descriptions_and_records_carry_the_prompt(prepared, tmp_path):
+    toy, records = prepared
+    video = records[0]["video_path"]
+    same_video = [r for r in records if r["video_path"] == video]
+    assert len(same_video) >= 3
+    perceiver = CountingPerceiver()
+    stats = cache_split(same_video, perceiver=perceiver, video_root=toy["video_root"], out=tmp_path,
+                        split="val", mode="streaming", batch_size=16, progress=False)
+    n = _n_frames(tmp_path, video)
+    assert 4 <= n <= 32
+    assert perceiver.requests == n  # one set of descriptions for all questions of the video
+    assert stats.records_written == len(same_video)
+    out = data.read_jsonl(tmp_path / "val.streaming.jsonl")
+    assert len({unit_key(r, "streaming") for r in out}) == 1
+    from embodied_r_ros.core.reasoning_prompts import REASONING_SYSTEM_PROMPT
+
+    for cached, source in zip(out, same_video):
+        assert cached["solution"] == source["answer"]
+        assert cached["prompt"][0] == {"role": "system", "content": REASONING_SYSTEM_PROMPT}
+        user = cached["prompt"][1]["content"]
+        assert cached["video_text"] in user and source["question"] in user
+        assert "Frame 0: Observe:" in cached["video_text"]
+        assert "After rotate right" in cached["video_text"]
+        assert cached["frames"][1]["action"] == "rotate right"
+        assert cached["frames"][0]["action"] is None
+        assert len(cached["frames"]) == len(cached["keyframes"]["source_frames"]) == n
+    # Streaming descriptions are made without the question.
+    stem = same_video[0]["question"].splitlines()[0].removeprefix("Question: ")
+    assert not any(stem in p for p in perceiver.prompts)
+
+
+def test_missing_video_is_reported_not_fatal(prepared, tmp_path):
+    toy, records = prepared
+    ghost = dict(records[0], Question_id="ghost", video_path="nowhere/none.mp4")
+    stats = cache_split([records[0], ghost], perceiver=CountingPerceiver(), video_root=toy["video_root"],
+                        out=tmp_path, split="test", mode="streaming", progress=False)
+    assert stats.missing_videos == ["nowhere/none.mp4"] and stats.records_skipped == 1
+    assert stats.complete and stats.records_written == 1
+
+
+def test_cli_with_the_tiny_vlm(prepared, tiny_models, tmp_path):
+    toy, records = prepared
+    video = records[0]["video_path"]
+    subset = [r for r in records if r["video_path"] == video][:2]
+    data.write_jsonl_atomic(tmp_path / "prep" / "train.jsonl", subset)
+    from embodied_r_training.cli import main
+
+    argv = ["cache-perception", "--config", "perception_tiny.yaml", "--data", str(tmp_path / "prep"),
+            "--split", "train", "--video-root", str(toy["video_root"]), "--out", str(tmp_path / "cache"),
+            "--mode", "streaming", "--no-progress", "--set", f"perception_model.model={tiny_models.vlm}",
+            "--set", "perception_model.max_new_tokens=6", "--set", "keyframes.max_keyframes=4"]
+    assert main(argv) == 0
+    summary = json.loads((tmp_path / "cache" / "train.streaming.summary.json").read_text())
+    assert summary["complete"] and summary["records_written"] == 2
+    assert summary["frames_described"] == 4  # 4 key frames, shared by both questions
+    out = data.read_jsonl(tmp_path / "cache" / "train.streaming.jsonl")
+    assert out[0]["video_text"] == out[1]["video_text"]
+    assert out[0]["prompt"][1]["content"].endswith(subset[0]["question"])

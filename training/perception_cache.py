@@ -1,0 +1,366 @@
+"""Perception caching: key frames and VLM descriptions for every video, computed once.
+
+For each video of a split, the core's `extract_keyframes_from_video` picks the key frames
+and the perception model describes them with the core's prompts (first frame alone,
+later frames as a pair with the previous key frame). Two modes:
+
+* `on_query` (the paper): descriptions are question-aware, so one set per question;
+* `streaming`: descriptions are question-free, one set per video, shared by all of its
+  questions (what the robot precomputes while it moves).
+
+Storage under `--out` (every write is crash-safe, so an interrupted run resumes without
+redoing or losing finished work):
+
+* `keyframes.jsonl` - append-only, one line per video (chosen frame numbers, fps ...);
+* `descriptions.<mode>[.shardK].jsonl` - append-only, one line per described key frame,
+  written and fsync'ed after every `describe_batch` call; a line cut short by a kill is
+  ignored on reading and the file is repaired before the next append;
+* `<split>.<mode>.jsonl` - the training/evaluation records, written through a temporary
+  file and a rename once every question of the split is described. Each record is the
+  question record plus `solution` (answer letter), `prompt` (chat messages built by the
+  core's `build_reasoning_messages` over `render_video_text`), `video_text`, `frames`
+  and `keyframes`.
+
+    embodied-r-train cache-perception --config training/configs/perception_tiny.yaml \\
+        --data artifacts/toy/prepared --split train --video-root artifacts/toy/videos \\
+        --out artifacts/toy/cache [--mode streaming] [--num-shards 4 --shard-index 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embodied_r_training.data import group_by_video, read_jsonl, write_json_atomic, write_jsonl_atomic
+
+log = logging.getLogger("embodied_r_training.perception_cache")
+
+MODES = ("on_query", "streaming")
+UNIT_SEP = "::"
+
+
+# --------------------------------------------------------------------------- stores
+class AppendOnlyJsonl:
+    """A JSONL file that only grows. Each `append_many` writes whole lines, then flushes
+    and fsyncs; reading skips a trailing partial line left by a killed writer."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        rows = []
+        with open(self.path, encoding="utf-8") as handle:
+            for line in handle:
+                if not line.endswith("\n"):
+                    break  # cut short by a crash: the work it held is redone
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    log.warning("%s: skipping an unreadable line", self.path)
+        return rows
+
+    def append_many(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        payload = "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in rows)
+        if not payload:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a+b") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() > 0:
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":
+                    handle.write(b"\n")  # end the partial line so it stays unreadable alone
+            handle.write(payload.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+@dataclass
+class CacheStats:
+    """What one `cache_split` call did."""
+
+    videos: int = 0
+    videos_skipped: int = 0  # already complete: not even decoded
+    missing_videos: list[str] = field(default_factory=list)
+    model_calls: int = 0  # describe_batch calls
+    frames_described: int = 0
+    frames_reused: int = 0
+    records_written: int = 0
+    records_skipped: int = 0  # questions whose video file is missing
+    complete: bool = False
+    seconds: float = 0.0
+
+
+def unit_key(record: Mapping[str, Any], mode: str) -> str:
+    """The description set a question uses: the video (streaming) or video + question."""
+    if mode == "streaming":
+        return str(record["video_path"])
+    return f"{record['video_path']}{UNIT_SEP}{record['Question_id']}"
+
+
+def _description_files(out: Path, mode: str) -> list[Path]:
+    return sorted(out.glob(f"descriptions.{mode}*.jsonl"))
+
+
+def load_descriptions(out: Path, mode: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """(unit, key-frame index) -> stored description, from every shard file of a mode."""
+    done: dict[tuple[str, int], dict[str, Any]] = {}
+    for path in _description_files(out, mode):
+        for row in AppendOnlyJsonl(path).read():
+            done[(row["unit"], int(row["frame"]))] = row
+    return done
+
+
+def load_keyframes(out: Path) -> dict[str, dict[str, Any]]:
+    """video path -> stored key-frame selection, from every shard file."""
+    rows: dict[str, dict[str, Any]] = {}
+    for path in sorted(out.glob("keyframes*.jsonl")):
+        for row in AppendOnlyJsonl(path).read():
+            rows[row["video"]] = row
+    return rows
+
+
+# --------------------------------------------------------------------------- records
+def build_record(
+    record: Mapping[str, Any], mode: str, keyframes: Mapping[str, Any], texts: Sequence[str]
+) -> dict[str, Any]:
+    """A cached training/evaluation record: the question plus its LM prompt."""
+    from embodied_r_ros.core.memory import render_video_text
+    from embodied_r_ros.core.perception_parser import parse_frame_description
+    from embodied_r_ros.core.reasoning_prompts import build_reasoning_messages
+    from embodied_r_ros.core.types import FrameDescription
+
+    descriptions = []
+    for i, text in enumerate(texts):
+        parsed = parse_frame_description(text, first=(i == 0))
+        descriptions.append(
+            FrameDescription(
+                keyframe_index=i,
+                observation=parsed.observation,
+                action=parsed.action,
+                raw_text=text,
+                action_source="vlm" if parsed.action else "",
+                mode=mode,
+            )
+        )
+    video_text = render_video_text(descriptions)
+    return {
+        **dict(record),
+        "mode": mode,
+        "solution": record["answer"],
+        "prompt": build_reasoning_messages(video_text, record["question"]),
+        "video_text": video_text,
+        "frames": [{"index": d.keyframe_index, "action": d.action, "observation": d.observation} for d in descriptions],
+        "keyframes": {k: keyframes[k] for k in ("source_frames", "n_sampled", "video_fps", "n_source_frames") if k in keyframes},
+    }
+
+
+# --------------------------------------------------------------------------- main loop
+def _requests_for(
+    units: Sequence[tuple[str, str | None]], images: Sequence[Any], done: Mapping[tuple[str, int], Any]
+) -> list[tuple[str, int, list[Any], str]]:
+    """Missing (unit, frame, images, prompt) requests for one video."""
+    from embodied_r_ros.core.perception_prompts import first_frame_prompt, pair_prompt
+
+    requests = []
+    for unit, question in units:
+        for i in range(len(images)):
+            if (unit, i) in done:
+                continue
+            if i == 0:
+                requests.append((unit, 0, [images[0]], first_frame_prompt(question)))
+            else:
+                requests.append((unit, i, [images[i - 1], images[i]], pair_prompt(question)))
+    return requests
+
+
+def cache_split(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    perceiver: Any,
+    video_root: str | Path,
+    out: str | Path,
+    split: str,
+    mode: str = "on_query",
+    keyframe_params: Any = None,
+    batch_size: int = 8,
+    settings: Any = None,
+    shard_index: int = 0,
+    num_shards: int = 1,
+    progress: bool = True,
+) -> CacheStats:
+    """Describe every key frame the split's questions need, then write the records.
+
+    Work already in `out` is reused. Only videos with `index % num_shards ==
+    shard_index` are described by this call; the records file is written when the
+    descriptions of every question of the split are present (from any shard).
+    """
+    from tqdm import tqdm
+
+    from embodied_r_ros.core.keyframes import extract_keyframes_from_video
+
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    started = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = f".shard{shard_index}" if num_shards > 1 else ""
+    kf_store = AppendOnlyJsonl(out / f"keyframes{suffix}.jsonl")
+    desc_store = AppendOnlyJsonl(out / f"descriptions.{mode}{suffix}.jsonl")
+    keyframes = load_keyframes(out)
+    done = load_descriptions(out, mode)
+    stats = CacheStats()
+    videos = list(group_by_video(records).items())
+    mine = [(i, v) for i, v in enumerate(videos) if i % num_shards == shard_index]
+    bar = tqdm(mine, desc=f"perception {split}/{mode}", unit="video", disable=not progress)
+    for _, (video_path, questions) in bar:
+        stats.videos += 1
+        if mode == "streaming":
+            units: list[tuple[str, str | None]] = [(unit_key(questions[0], mode), None)]
+        else:
+            units = [(unit_key(q, mode), q["question"]) for q in questions]
+        known = keyframes.get(video_path)
+        if known is not None and all(
+            (u, i) in done for u, _ in units for i in range(len(known["source_frames"]))
+        ):
+            stats.videos_skipped += 1
+            stats.frames_reused += len(units) * len(known["source_frames"])
+            continue
+        path = Path(video_root) / video_path
+        if not path.is_file():
+            stats.missing_videos.append(video_path)
+            log.warning("video missing, its questions are skipped: %s", path)
+            continue
+        kf = extract_keyframes_from_video(path, keyframe_params, return_images=True)
+        row = {
+            "video": video_path,
+            "source_frames": list(kf.source_frames),
+            "sampled_indices": list(kf.sampled_indices),
+            "n_sampled": kf.n_sampled,
+            "video_fps": kf.video_fps,
+            "n_source_frames": kf.n_source_frames,
+            "seconds": kf.seconds,
+        }
+        if known is not None and known["source_frames"] != row["source_frames"]:
+            raise RuntimeError(
+                f"{video_path}: key frames differ from the cached ones ({known['source_frames']} vs "
+                f"{row['source_frames']}); the key-frame parameters changed - use a new --out folder"
+            )
+        if known is None:
+            kf_store.append_many([row])
+            keyframes[video_path] = row
+        requests = _requests_for(units, kf.images, done)
+        stats.frames_reused += len(units) * len(kf.images) - len(requests)
+        for start in range(0, len(requests), batch_size):
+            chunk = requests[start : start + batch_size]
+            t0 = time.perf_counter()
+            texts = perceiver.describe_batch([(imgs, prompt) for _, _, imgs, prompt in chunk], settings)
+            stats.model_calls += 1
+            if len(texts) != len(chunk):
+                raise RuntimeError(f"perceiver returned {len(texts)} texts for {len(chunk)} requests")
+            per_item = (time.perf_counter() - t0) / len(chunk)
+            rows = [
+                {"unit": unit, "frame": i, "text": text, "latency_s": round(per_item, 4)}
+                for (unit, i, _, _), text in zip(chunk, texts)
+            ]
+            desc_store.append_many(rows)
+            for r in rows:
+                done[(r["unit"], r["frame"])] = r
+            stats.frames_described += len(chunk)
+            bar.set_postfix(described=stats.frames_described, reused=stats.frames_reused)
+    bar.close()
+
+    # Assemble the records once every question's descriptions exist (from any shard).
+    keyframes = load_keyframes(out)
+    done = load_descriptions(out, mode)
+    assembled = []
+    missing = set(stats.missing_videos)
+    for record in records:
+        if record["video_path"] in missing:
+            stats.records_skipped += 1
+            continue
+        known = keyframes.get(record["video_path"])
+        if known is None:
+            break
+        unit = unit_key(record, mode)
+        n = len(known["source_frames"])
+        if not all((unit, i) in done for i in range(n)):
+            break
+        assembled.append(build_record(record, mode, known, [done[(unit, i)]["text"] for i in range(n)]))
+    stats.complete = len(assembled) + stats.records_skipped == len(records)
+    if stats.complete:
+        stats.records_written = write_jsonl_atomic(out / f"{split}.{mode}.jsonl", assembled)
+    stats.seconds = round(time.perf_counter() - started, 3)
+    return stats
+
+
+# --------------------------------------------------------------------------- CLI
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="embodied-r-train cache-perception",
+        description="Key frames + VLM descriptions for a split, cached and resumable.",
+    )
+    parser.add_argument("--config", required=True, help="YAML with perception_model (a ModelSpec), keyframes, mode, batch_size")
+    parser.add_argument("--data", required=True, help="folder with <split>.jsonl from `prepare`, or a records JSONL file")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--video-root", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--mode", choices=MODES, default=None, help="overrides the config's mode")
+    parser.add_argument("--batch-size", type=int, default=None)
+    parser.add_argument("--limit", type=int, default=None, help="only the first N questions (smoke runs)")
+    parser.add_argument("--num-shards", type=int, default=1)
+    parser.add_argument("--shard-index", type=int, default=0)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    import yaml
+
+    from embodied_r_ros.core.backends.factory import make_perceiver
+    from embodied_r_ros.core.backends.model_spec import ModelSpec
+    from embodied_r_ros.core.keyframes import KeyFrameParams
+    from embodied_r_training.config import apply_overrides, resolve_config_path
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))
+    with open(resolve_config_path(args.config), encoding="utf-8") as handle:
+        cfg = apply_overrides(yaml.safe_load(handle) or {}, args.overrides)
+    data_path = Path(args.data)
+    records = read_jsonl(data_path / f"{args.split}.jsonl" if data_path.is_dir() else data_path)
+    if args.limit:
+        records = records[: args.limit]
+    spec = ModelSpec.from_dict(cfg["perception_model"])
+    perceiver = make_perceiver(spec)
+    try:
+        stats = cache_split(
+            records,
+            perceiver=perceiver,
+            video_root=args.video_root,
+            out=args.out,
+            split=args.split,
+            mode=args.mode or cfg.get("mode", "on_query"),
+            keyframe_params=KeyFrameParams(**(cfg.get("keyframes") or {})),
+            batch_size=args.batch_size or int(cfg.get("batch_size", spec.batch_size)),
+            shard_index=args.shard_index,
+            num_shards=args.num_shards,
+            progress=not args.no_progress,
+        )
+    finally:
+        perceiver.close()
+    summary = {"split": args.split, **stats.__dict__}
+    write_json_atomic(Path(args.out) / f"{args.split}.{args.mode or cfg.get('mode', 'on_query')}.summary.json", summary)
+    print(json.dumps(summary, indent=2))
+    return 0 if stats.complete or args.num_shards > 1 else 1
