@@ -25,3 +25,21 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory):
     from embodied_r_ros.core.tiny_models import build_tiny_models
 
     return build_tiny_models(tmp_path_factory.mktemp("tiny_models"))
+
+
+# DDS isolation: every test session gets its own domain id and stays on this host, so
+# parallel runs (or other ROS processes) never see each other's topics.
+os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
+
+
+@pytest.fixture(scope="session")
+def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthetic sample (bag + questions + scene), made once per session by the same
+    command the demo uses."""
+    from embodied_r_ros.sample_data.cli import main as make_sample
+
+    out = tmp_path_factory.mktemp("sample")
+    assert make_sample([str(out)]) == 0
+    return out

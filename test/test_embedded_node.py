@@ -1,0 +1,98 @@
+"""The embedded (all-in-one) node over real DDS: the AnswerSpatial action with feedback
+and cancellation, episode status and reset. Tiny local models; answers are noise."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)")
+
+from action_msgs.msg import GoalStatus  # noqa: E402
+from rclpy.action import ActionClient  # noqa: E402
+
+from embodied_r_ros.action import AnswerSpatial  # noqa: E402
+from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
+from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
+from embodied_r_ros.replay import QuestionItem, SpinningClient  # noqa: E402
+from embodied_r_ros.sample_data.bag_io import read_image_bag  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PARAMS = REPO / "config" / "embodied_r.yaml"
+
+
+def wait(future, timeout_s: float):  # type: ignore[no-untyped-def]
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    assert done.wait(timeout_s), "timed out waiting for a ROS future"
+    return future.result()
+
+
+@pytest.fixture(scope="module")
+def embedded(tiny_models, sample_dir):  # type: ignore[no-untyped-def]
+    overrides = {"perception.model": str(tiny_models.vlm), "reasoning.model": str(tiny_models.lm),
+                 "perception.device": "cpu", "reasoning.device": "cpu",
+                 "perception.dtype": "float32", "reasoning.dtype": "float32",
+                 "perception.max_new_tokens": 16, "reasoning.max_new_tokens": 4000,
+                 "perception.temperature": 0.0, "reasoning.temperature": 0.0}
+    with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph, \
+            SpinningClient() as client:
+        client.wait_for_graph(240, alive_check=graph.check_alive)
+        frames = ((f.stamp_s, f.image, f.frame_id)
+                  for f in read_image_bag(sample_dir / "sample.mcap"))
+        client.play(frames, rate=8.0)
+        yield graph, client
+
+
+def test_action_streams_feedback_and_cancels(embedded) -> None:  # type: ignore[no-untyped-def]
+    graph, client = embedded
+    action = ActionClient(client, AnswerSpatial, "answer")
+    assert action.wait_for_server(timeout_sec=30)
+    feedback: list[AnswerSpatial.Feedback] = []
+    goal = AnswerSpatial.Goal(question="Describe the route back to the start.", timeout_s=300.0)
+    handle = wait(action.send_goal_async(goal, feedback_callback=lambda f: feedback.append(
+        f.feedback)), 30)
+    assert handle.accepted
+    # Wait until the reasoning model is streaming text, then cancel.
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not any(f.partial_text for f in feedback):
+        graph.check_alive()
+        time.sleep(0.1)
+    assert any(f.partial_text for f in feedback), [f.stage for f in feedback]
+    stages = [f.stage for f in feedback]
+    assert "waiting_for_perception" in stages and "reasoning" in stages
+    assert stages.index("waiting_for_perception") < stages.index("reasoning")
+    wait(handle.cancel_goal_async(), 30)
+    result = wait(handle.get_result_async(), 60)
+    assert result.status == GoalStatus.STATUS_CANCELED
+    assert result.result.error_code == ErrorCode.CANCELLED
+    assert not result.result.success
+    action.destroy()
+
+
+def test_status_and_reset_episode(embedded) -> None:  # type: ignore[no-untyped-def]
+    _graph, client = embedded
+    status = json.loads(client.call_trigger("status").message)
+    assert status["keyframes"] >= 1 and status["frames_received"] > 50
+    old_episode = status["episode_id"]
+    reset = client.call_trigger("reset_episode")
+    assert reset.success and old_episode not in reset.message
+    after = json.loads(client.call_trigger("status").message)
+    assert after["keyframes"] == 0 and after["episode_id"] != old_episode
+    response = client.ask(QuestionItem("Where is the door?", []), timeout_s=60)
+    assert response.error_code == ErrorCode.NO_KEYFRAMES
+
+
+def test_missing_model_stops_the_node_with_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    missing = tmp_path / "no_such_model"
+    overrides = {"perception.model": str(missing), "reasoning.model": str(missing)}
+    with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph:
+        code = graph.nodes[0].process.wait(timeout=120)
+        time.sleep(0.2)
+        output = graph.output()
+    assert code == 1
+    assert "MODEL_UNAVAILABLE" in output and str(missing) in output
