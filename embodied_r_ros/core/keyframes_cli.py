@@ -1,0 +1,81 @@
+"""`embodied-r keyframes VIDEO`: print the key frames chosen from a video file.
+
+Meant for tuning the selector's thresholds on recorded clips; prints the final key frames
+as positions among the sampled frames and as source frame numbers, and the time taken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from embodied_r_ros.core.errors import EmbodiedRError
+from embodied_r_ros.core.keyframes import KeyFrameParams, extract_keyframes_from_video
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    defaults = KeyFrameParams()
+    parser = argparse.ArgumentParser(
+        prog="embodied-r keyframes",
+        description="Select key frames from a video file with the Embodied-R method.",
+    )
+    parser.add_argument("video", help="path of a video file OpenCV can read")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=defaults.overlap_threshold,
+        help="keep a frame when its overlap with the last key frame is below this "
+        f"(default {defaults.overlap_threshold})",
+    )
+    parser.add_argument("--min", dest="min_keyframes", type=int, default=defaults.min_keyframes,
+                        help=f"fewest key frames (default {defaults.min_keyframes})")
+    parser.add_argument("--max", dest="max_keyframes", type=int, default=defaults.max_keyframes,
+                        help=f"most key frames (default {defaults.max_keyframes})")
+    parser.add_argument("--fps", type=float, default=defaults.sample_fps,
+                        help=f"frames examined per second of video (default {defaults.sample_fps}; "
+                        "0 = every frame)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """Run the command; returns 0 on success, 2 on bad arguments or an unreadable video."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed the usage / error
+        return int(exc.code or 0)
+    try:
+        params = KeyFrameParams(
+            sample_fps=args.fps,
+            overlap_threshold=args.threshold,
+            min_keyframes=args.min_keyframes,
+            max_keyframes=args.max_keyframes,
+        )
+        result = extract_keyframes_from_video(args.video, params)
+    except EmbodiedRError as exc:
+        print(f"embodied-r keyframes: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(json.dumps({
+            "video": args.video,
+            "sampled_indices": result.sampled_indices,
+            "source_frames": result.source_frames,
+            "n_sampled": result.n_sampled,
+            "n_source_frames": result.n_source_frames,
+            "video_fps": result.video_fps,
+            "seconds": round(result.seconds, 4),
+            "decode_strategy": result.decode_strategy,
+        }))
+        return EXIT_OK
+    print(f"video: {args.video} ({result.n_source_frames} frames at {result.video_fps:g} fps, "
+          f"{result.n_sampled} sampled at {params.sample_fps:g} fps)")
+    print(f"key frames ({len(result.sampled_indices)}):")
+    print(f"  sampled positions: {' '.join(map(str, result.sampled_indices))}")
+    print(f"  source frames:     {' '.join(map(str, result.source_frames))}")
+    print(f"time: {result.seconds:.3f} s ({result.decode_strategy} decoding)")
+    return EXIT_OK
