@@ -25,6 +25,8 @@ setup(
         "embodied_r_ros",
         "embodied_r_ros.core",
         "embodied_r_ros.core.backends",
+        "embodied_r_ros.sample_data",
+        "embodied_r_ros.nodes",  # needs rclpy at run time (ROS machines only)
         "embodied_r_training",
     ],
     package_dir={"embodied_r_training": "training"},

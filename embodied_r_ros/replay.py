@@ -225,6 +225,3 @@ def ask_all(client: ReplayClient, items: Sequence[QuestionItem],
         summary.outcomes.append(QuestionOutcome(item, response, correct))
     return summary
 
-
-def overrides_from_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}

@@ -8,8 +8,7 @@ from typing import Any
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 
-from embodied_r_ros.core.odometry import Pose3D, PoseHistory, motion_between
-from embodied_r_ros.nodes.conversions import stamp_to_seconds
+from embodied_r_ros.core.odometry import PoseHistory, motion_between, pose_from_odometry_msg
 
 
 class OdometryInput:
@@ -19,9 +18,7 @@ class OdometryInput:
             Odometry, params["perception.odometry_topic"], self._on_odometry, 50)
 
     def _on_odometry(self, msg: Odometry) -> None:
-        p, q = msg.pose.pose.position, msg.pose.pose.orientation
-        self.history.add(Pose3D(x=p.x, y=p.y, z=p.z, qx=q.x, qy=q.y, qz=q.z, qw=q.w,
-                                stamp_s=stamp_to_seconds(msg.header.stamp)))
+        self.history.add(pose_from_odometry_msg(msg))
 
     def motion_label(self, previous_stamp_s: float, stamp_s: float) -> str | None:
         start, end = self.history.at(previous_stamp_s), self.history.at(stamp_s)
