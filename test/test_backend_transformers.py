@@ -178,3 +178,75 @@ def test_uncached_hub_id_offline_is_model_unavailable(monkeypatch) -> None:
 def test_lm_folder_is_not_a_perceiver(tiny_models) -> None:
     with pytest.raises(ModelUnavailableError, match=str(tiny_models.lm)):
         make_perceiver(ModelSpec(model=str(tiny_models.lm), device="cpu"))
+
+
+# ------------------------------------------------------------------ ModelSpec (YAML keys)
+def test_model_spec_from_dict_and_settings() -> None:
+    spec = ModelSpec.from_dict(
+        {
+            "backend": "openai",
+            "model": "Qwen/Qwen2.5-VL-72B-Instruct",
+            "base_url": "http://gpu:8000/v1",
+            "served_model_name": "qwen-vl",
+            "timeout_s": 30,
+            "temperature": 0.1,
+            "max_new_tokens": 1024,
+            "seed": 3,
+            "max_image_side": 640,
+            "extra": {"image_format": "jpeg"},
+        }
+    )
+    assert spec.timeout_s == 30.0 and isinstance(spec.timeout_s, float)
+    assert spec.request_model_name == "qwen-vl"
+    assert spec.settings() == GenerationSettings(temperature=0.1, max_new_tokens=1024, top_p=1.0, seed=3)
+    assert ModelSpec.from_dict(spec.to_dict()) == spec
+    assert ModelSpec(model="m").request_model_name == "m"
+
+
+@pytest.mark.parametrize(
+    ("data", "key"),
+    [
+        ({"model": "m", "colour": "red"}, "colour"),
+        ({"model": "m", "backend": "onnx"}, "backend"),
+        ({"model": ""}, "model"),
+        ({"model": "m", "device": "gpu0"}, "device"),
+        ({"model": "m", "dtype": "int4"}, "dtype"),
+        ({"model": "m", "backend": "openai"}, "base_url"),
+        ({"model": "m", "backend": "openai", "base_url": "gpu:8000"}, "base_url"),
+        ({"model": "m", "timeout_s": 0}, "timeout_s"),
+        ({"model": "m", "timeout_s": "fast"}, "timeout_s"),
+        ({"model": "m", "max_retries": -1}, "max_retries"),
+        ({"model": "m", "max_retries": 1.5}, "max_retries"),
+        ({"model": "m", "temperature": -0.1}, "temperature"),
+        ({"model": "m", "max_new_tokens": 0}, "max_new_tokens"),
+        ({"model": "m", "top_p": 1.5}, "top_p"),
+        ({"model": "m", "max_image_side": -1}, "max_image_side"),
+        ({"model": "m", "batch_size": 0}, "batch_size"),
+        ({"model": "m", "trust_remote_code": "yes"}, "trust_remote_code"),
+        ({"model": "m", "api_key_env": "not a name"}, "api_key_env"),
+        ({"model": "m", "extra": [1]}, "extra"),
+    ],
+)
+def test_model_spec_rejects_bad_values(data, key) -> None:
+    from embodied_r_ros.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=key):
+        ModelSpec.from_dict(data)
+
+
+def test_processor_kwargs_reach_the_processor(tiny_models) -> None:
+    """extra.processor_kwargs sets the image token budget of a real processor."""
+    p = make_perceiver(
+        ModelSpec(
+            model=str(tiny_models.vlm),
+            device="cpu",
+            max_new_tokens=2,
+            extra={"processor_kwargs": {"size": {"shortest_edge": 3136, "longest_edge": 3136}}},
+        )
+    )
+    try:
+        size = p._processor.image_processor.size
+        assert size["longest_edge"] == 3136
+        assert isinstance(p.describe(_frames(1), "Describe.", None), str)
+    finally:
+        p.close()

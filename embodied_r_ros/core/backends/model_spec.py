@@ -64,9 +64,13 @@ class ModelSpec:
         batch_size: most requests generated together by `describe_batch` /
             `generate_batch`; larger inputs are split into chunks of this size.
         trust_remote_code: allow custom modelling code from the model folder/hub repo.
-        extra: backend-specific keyword arguments, passed through unchanged (vLLM: e.g.
-            tensor_parallel_size, gpu_memory_utilization, max_model_len; transformers:
-            e.g. attn_implementation; openai: extra request body fields).
+        extra: backend-specific keyword arguments. vllm: passed to `vllm.LLM` (e.g.
+            tensor_parallel_size, gpu_memory_utilization, max_model_len,
+            limit_mm_per_prompt). transformers: passed to `from_pretrained` of the model
+            (e.g. attn_implementation, device_map), except `processor_kwargs`, a mapping
+            for `AutoProcessor.from_pretrained` (e.g. {size: {shortest_edge: 3136, longest_edge: 401408}}). openai:
+            `image_format` (png|jpeg), `jpeg_quality`, `check_model_on_start` (bool) are
+            read by the client; every other key is added to the request body.
     """
 
     backend: str = "transformers"

@@ -218,8 +218,18 @@ class _TransformersBase:
 
     def _model_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"dtype": self.dtype, "trust_remote_code": self.spec.trust_remote_code}
-        kwargs.update(self.spec.extra)
+        kwargs.update({k: v for k, v in self.spec.extra.items() if k != "processor_kwargs"})
         return kwargs
+
+    def _processor_kwargs(self) -> dict[str, Any]:
+        """`extra.processor_kwargs` (e.g. {"size": {...}}) for AutoProcessor."""
+        value = self.spec.extra.get("processor_kwargs") or {}
+        if not isinstance(value, dict):
+            raise ModelUnavailableError(
+                f"model {self.spec.model!r} (backend transformers): extra.processor_kwargs "
+                f"must be a mapping, got {value!r}"
+            )
+        return dict(value)
 
     def _place(self, model: Any) -> Any:
         if "device_map" not in self.spec.extra:
@@ -297,7 +307,7 @@ class TransformersPerceiver(_TransformersBase):
 
         try:
             self._processor = AutoProcessor.from_pretrained(
-                self.source, trust_remote_code=spec.trust_remote_code
+                self.source, trust_remote_code=spec.trust_remote_code, **self._processor_kwargs()
             )
         except Exception as exc:  # noqa: BLE001
             raise _load_error(spec, self.source, "the processor", exc) from exc
