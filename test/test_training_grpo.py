@@ -1,0 +1,211 @@
+"""GRPO training with TRL on the CPU: staged reward weights, checkpoints, resume, learning."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from embodied_r_training import data
+from embodied_r_training.config import load_config
+from embodied_r_training.grpo import latest_checkpoint, train
+from embodied_r_training.perception_cache import build_record
+from embodied_r_training.schedule import RewardSchedule, Stage, paper_schedule, schedule_from_config
+from embodied_r_training.toy import make_toy_benchmark
+
+
+# --------------------------------------------------------------------------- schedule
+def test_paper_schedule_by_epoch():
+    schedule = paper_schedule()
+    expected = {1: (0.7, 0.3, 0.0), 2: (0.7, 0.3, 0.0), 3: (0.3, 0.7, 0.0), 4: (0.3, 0.7, 0.0)}
+    expected.update({e: (0.1, 0.7, 0.2) for e in range(5, 13)})
+    assert {e: schedule.weights_for_epoch(e) for e in range(1, 13)} == expected
+    # Trainer epochs are fractional and 0-based: 1.999 is still the 2nd epoch.
+    assert schedule.weights_at(0.0) == expected[1]
+    assert schedule.weights_at(1.999) == expected[2]
+    assert schedule.weights_at(2.0) == expected[3]
+    assert schedule.weights_at(4.0) == expected[5]
+    assert schedule.weights_at(11.5) == expected[12]
+
+
+def test_schedule_config_forms():
+    assert schedule_from_config("reference_code").weights_for_epoch(7) == (0.1, 0.7, 0.2)
+    fixed = schedule_from_config({"format": 0.2, "accuracy": 0.8})
+    assert fixed.weights_for_epoch(3) == (0.2, 0.8, 0.0) and not fixed.uses("consistency")
+    staged = schedule_from_config([{"epochs": [1, 2], "format": 1.0}, {"epochs": [3, 3], "accuracy": 1.0}])
+    assert staged.weights_for_epoch(2) == (1.0, 0.0, 0.0) and staged.weights_for_epoch(9) == (0.0, 1.0, 0.0)
+    with pytest.raises(ValueError):
+        RewardSchedule((Stage(1, 1, (1, 0, 0)), Stage(3, 3, (0, 1, 0))))  # gap at epoch 2
+
+
+def _hash_reward(salt):
+    def reward(completions, **kwargs):
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        return [int(hashlib.md5((salt + t).encode()).hexdigest(), 16) % 100 / 100 for t in texts]
+
+    return reward
+
+
+def _tiny_dataset(n):
+    from datasets import Dataset
+
+    prompts = [[{"role": "user", "content": f"Frame {i}: After move forward, Observe: a box."}] for i in range(n)]
+    return Dataset.from_list([{"prompt": p, "solution": "A", "question": "Q"} for p in prompts])
+
+
+def test_schedule_switches_the_weights_used_for_advantages(tiny_models, tmp_path):
+    """Three epochs of two steps; each epoch weights a different reward. The advantages
+    TRL logged per completion must be the group-normalised sum under that epoch's
+    weights."""
+    stages = [{"epochs": [1, 1], "format": 1.0, "accuracy": 0.0},
+              {"epochs": [2, 2], "format": 0.0, "accuracy": 1.0},
+              {"epochs": [3, 3], "format": 0.5, "accuracy": 0.5}]
+    cfg = {"model": {"name_or_path": str(tiny_models.lm)}, "rewards": {"schedule": stages},
+           "grpo": {"output_dir": str(tmp_path), "learning_rate": 1e-3, "per_device_train_batch_size": 8,
+                    "num_generations": 4, "max_completion_length": 8, "num_train_epochs": 3,
+                    "logging_steps": 1, "save_strategy": "no", "use_cpu": True, "seed": 0,
+                    "log_completions": True, "num_completions_to_print": 0}}
+    summary = train(cfg, reward_funcs=[_hash_reward("f"), _hash_reward("a")],
+                    reward_names=["format", "accuracy"], train_dataset=_tiny_dataset(4))
+    assert summary["global_step"] == 6
+    changes = [(c["global_step"], c["weights"]) for c in summary["weight_changes"]]
+    assert changes == [(0, {"format": 1.0, "accuracy": 0.0}), (2, {"format": 0.0, "accuracy": 1.0}),
+                       (4, {"format": 0.5, "accuracy": 0.5})]
+    weights_by_step = {1: (1, 0), 2: (1, 0), 3: (0, 1), 4: (0, 1), 5: (0.5, 0.5), 6: (0.5, 0.5)}
+    files = sorted(glob.glob(str(tmp_path / "completions" / "*.parquet")))
+    assert len(files) == 6
+    for path in files:
+        table = pd.read_parquet(path)
+        step = int(table["step"].iloc[0])
+        wf, wa = weights_by_step[step]
+        total = torch.tensor((wf * table["format"] + wa * table["accuracy"]).to_numpy(), dtype=torch.float32)
+        groups = total.view(-1, 4)
+        expected = (groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-4)
+        assert torch.allclose(torch.tensor(table["advantage"].to_numpy(), dtype=torch.float32),
+                              expected.flatten(), atol=1e-3), f"step {step}"
+        # The other epochs' weights would give different advantages for this batch.
+        other = (1, 0) if (wf, wa) != (1, 0) else (0, 1)
+        alt = torch.tensor((other[0] * table["format"] + other[1] * table["accuracy"]).to_numpy(),
+                           dtype=torch.float32).view(-1, 4)
+        alt = ((alt - alt.mean(1, keepdim=True)) / (alt.std(1, keepdim=True) + 1e-4)).flatten()
+        assert not torch.allclose(alt, expected.flatten(), atol=1e-3)
+    state = json.loads((tmp_path / "trainer_state.json").read_text())
+    logged = [(h["step"], h["reward_weight/format"]) for h in state["log_history"] if "reward" in h]
+    assert logged == [(1, 1.0), (2, 1.0), (3, 0.0), (4, 0.0), (5, 0.5), (6, 0.5)]
+
+
+# --------------------------------------------------------------------------- tiny_cpu
+@pytest.fixture(scope="module")
+def cached_train(tmp_path_factory):
+    """Cached records (prompt + solution) for the toy questions, with canned descriptions."""
+    root = tmp_path_factory.mktemp("grpo_data")
+    toy = make_toy_benchmark(root / "toy", scenes=4, seed=0, videos=False)
+    data.prepare(vsi=[toy["vsi"]], urban=[toy["urban"]], out=root / "prep", seed=0, ratios=(1, 0, 0))
+    texts = ["A red chair ahead-left, a door ahead.", "1. move forward\n2. A lamp appears on the right.\n3. none"]
+    rows = [build_record(r, "on_query", {"source_frames": [0, 4]}, texts)
+            for r in data.read_jsonl(root / "prep" / "train.jsonl")]
+    data.write_jsonl_atomic(root / "train.on_query.jsonl", rows)
+    return root / "train.on_query.jsonl"
+
+
+def test_tiny_cpu_checkpoints_and_resumes(tiny_models, cached_train, tmp_path):
+    from embodied_r_training.cli import main
+
+    out = tmp_path / "run"
+    common = ["--config", "training/configs/tiny_cpu.yaml",
+              "--set", f"model.name_or_path={tiny_models.lm}",
+              "--set", f"rewards.consistency_model.model={tiny_models.lm}",
+              "--set", f"data.train={cached_train}", "--set", "data.max_samples=8",
+              "--set", f"grpo.output_dir={out}", "--set", "grpo.save_steps=2",
+              "--set", "grpo.max_completion_length=12"]
+    assert main(["grpo", *common, "--set", "grpo.max_steps=2"]) == 0
+    assert (out / "checkpoint-2" / "trainer_state.json").is_file()
+    assert (out / "final" / "config.json").is_file()
+    first = json.loads((out / "run_summary.json").read_text())
+    assert first["reward_names"] == ["format", "accuracy", "consistency"]
+    assert first["train_data"] == {"read": 8, "too_long": 0, "kept": 8}
+
+    assert main(["grpo", *common, "--set", "grpo.max_steps=4", "--resume"]) == 0
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["resumed_from"].endswith("checkpoint-2")
+    assert summary["global_step"] == 4
+    assert latest_checkpoint(out).endswith("checkpoint-4")
+    state = json.loads((out / "trainer_state.json").read_text())
+    steps = [h["step"] for h in state["log_history"] if "reward" in h]
+    assert steps == [1, 2, 3, 4]  # history carried over from the checkpoint, then extended
+    # 8 prompts, 2 per step -> 4 steps per epoch: all in the first stage (7:3:0).
+    assert {h["reward_weight/format"] for h in state["log_history"] if "reward" in h} == {0.7}
+    assert all("rewards/format/mean" in h and "kl" in h for h in state["log_history"] if "reward" in h)
+
+
+def test_over_long_prompts_are_dropped_and_counted(tiny_models, cached_train):
+    from transformers import AutoTokenizer
+
+    from embodied_r_training.grpo import load_records_dataset
+
+    tok = AutoTokenizer.from_pretrained(tiny_models.lm)
+    rows = data.read_jsonl(cached_train)
+
+    def n_tokens(prompt):
+        ids = tok.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+        return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    lengths = sorted(n_tokens(r["prompt"]) for r in rows)
+    limit = lengths[len(lengths) // 2]
+    dataset, stats = load_records_dataset(cached_train, tokenizer=tok, max_prompt_tokens=limit)
+    assert stats["too_long"] == sum(1 for n in lengths if n > limit) > 0
+    assert len(dataset) == stats["kept"] == len(rows) - stats["too_long"]
+    assert set(dataset.column_names) >= {"prompt", "solution", "question"}
+
+
+def test_packaged_configs_load_and_follow_the_paper():
+    paper = load_config("paper_8gpu.yaml")
+    g = paper["grpo"]
+    assert (g["learning_rate"], g["warmup_steps"], g["temperature"], g["num_generations"], g["beta"],
+            g["max_completion_length"], g["num_train_epochs"], g["bf16"], g["use_vllm"]) == (
+        5e-7, 0.05, 1.0, 8, 0.001, 2048, 12, True, True)
+    assert g["per_device_train_batch_size"] * 8 * g["gradient_accumulation_steps"] == 32
+    assert paper["data"]["max_prompt_tokens"] == 6144
+    assert paper["rewards"]["schedule"] == "paper"
+    lora = load_config("single_gpu_lora.yaml")
+    assert lora["lora"]["enabled"] and lora["grpo"]["per_device_train_batch_size"] * lora["grpo"][
+        "gradient_accumulation_steps"] == 32
+    ds = json.loads(open("training/configs/ds_zero3.json").read())
+    assert ds["zero_optimization"]["stage"] == 3
+    from embodied_r_training.grpo import build_grpo_config, build_peft_config
+
+    # One CPU process stands in for the 8 GPUs: the same 32 completions per step.
+    args = build_grpo_config(dict(paper, grpo=dict(g, use_vllm=False, bf16=False, use_cpu=True,
+                                                   per_device_train_batch_size=32,
+                                                   gradient_checkpointing=False)), [0.7, 0.3, 0.0])
+    assert args.beta == 0.001 and args.num_generations == 8 and args.reward_weights == [0.7, 0.3, 0.0]
+    assert args.generation_batch_size == 32 and args.learning_rate == 5e-7 and args.num_train_epochs == 12
+    assert args.model_init_kwargs["dtype"] == "bfloat16"
+    assert build_peft_config(lora["lora"]).r == 64
+
+
+# --------------------------------------------------------------------------- learning
+def test_grpo_learns_a_simple_reward(tiny_models, tmp_path):
+    """Reward = share of completion tokens with id < 64 (about 1/8 for the random tiny LM).
+    30 GRPO steps must lift the mean reward far above its start."""
+    torch.manual_seed(0)
+
+    def low_ids(completion_ids=None, **kwargs):
+        return [sum(1 for t in ids if t < 64) / max(1, len(ids)) for ids in completion_ids]
+
+    cfg = {"model": {"name_or_path": str(tiny_models.lm)}, "rewards": {"schedule": {"format": 1.0}},
+           "grpo": {"output_dir": str(tmp_path), "learning_rate": 1e-2, "per_device_train_batch_size": 8,
+                    "num_generations": 8, "max_completion_length": 12, "max_steps": 30, "logging_steps": 1,
+                    "save_strategy": "no", "use_cpu": True, "seed": 0, "beta": 0.0,
+                    "lr_scheduler_type": "constant", "temperature": 1.0}}
+    train(cfg, reward_funcs=[low_ids], reward_names=["format"], train_dataset=_tiny_dataset(8))
+    state = json.loads((tmp_path / "trainer_state.json").read_text())
+    rewards = [h["reward"] for h in state["log_history"] if "reward" in h]
+    assert len(rewards) == 30
+    start, end = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
+    assert start < 0.3, rewards
+    assert end > start + 0.4, rewards
