@@ -248,3 +248,26 @@ def test_prompt_keeps_first_last_and_at_most_max() -> None:
     assert chosen[0].keyframe_index == 0 and chosen[-1].keyframe_index == 99
     idx = [d.keyframe_index for d in chosen]
     assert idx == sorted(set(idx))
+
+
+def test_odometry_replaces_the_vlm_action_with_the_measured_one(clip) -> None:  # type: ignore[no-untyped-def]
+    from embodied_r_ros.core.odometry import Pose2D, PoseHistory, measured_action
+
+    history = PoseHistory(max_age_s=1e6)
+    for pose in clip.poses:
+        history.add(Pose2D(pose.x, pose.y, pose.yaw, pose.stamp_s))
+    seen: list[FrameDescription] = []
+    pipeline = EmbodiedRPipeline(
+        cfg.validate({}), CountingPerceiver(), ScriptedReasoner("ok"),
+        motion_source=lambda a, b: measured_action(history, a, b), on_description=seen.append)
+    try:
+        feed(pipeline, clip)
+        assert pipeline.ask("Q?").success
+        later = [d for d in seen if d.keyframe_index > 0]
+        assert later and all(d.action_source == "odometry" for d in later)
+        # The scripted VLM always says "rotate left"; odometry must see the real moves.
+        actions = {d.action for d in later}
+        assert "move forward" in actions or "rotate right" in actions, actions
+        assert measured_action(history, -100.0, -99.0) is None
+    finally:
+        pipeline.close()

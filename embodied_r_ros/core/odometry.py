@@ -393,3 +393,13 @@ def describe_motion(m: MotionEstimate) -> str:
         extra = " and ".join(f"{a} ({_magnitude_text(m, a)})" for a in m.secondary)
         text += f" and {extra}"
     return text
+
+
+def measured_action(history: PoseHistory, start_s: float, end_s: float) -> str | None:
+    """The vocabulary action measured between two stamps, or None when either stamp is
+    outside the recorded odometry (the VLM's guess is then kept). This is the motion
+    source the perception worker uses when `perception.use_odometry` is on."""
+    start, end = history.at(start_s), history.at(end_s)
+    if start is None or end is None:
+        return None
+    return motion_between(start, end).action

@@ -8,7 +8,7 @@ from typing import Any
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 
-from embodied_r_ros.core.odometry import PoseHistory, motion_between, pose_from_odometry_msg
+from embodied_r_ros.core.odometry import PoseHistory, measured_action, pose_from_odometry_msg
 
 
 class OdometryInput:
@@ -21,7 +21,4 @@ class OdometryInput:
         self.history.add(pose_from_odometry_msg(msg))
 
     def motion_label(self, previous_stamp_s: float, stamp_s: float) -> str | None:
-        start, end = self.history.at(previous_stamp_s), self.history.at(stamp_s)
-        if start is None or end is None:
-            return None
-        return motion_between(start, end).action
+        return measured_action(self.history, previous_stamp_s, stamp_s)
