@@ -1,0 +1,261 @@
+"""Evaluate a reasoning model on cached records: accuracy per category, consistency, length.
+
+Any model reachable through a core `ModelSpec` can be evaluated (transformers in-process,
+vLLM in-process, or an OpenAI-compatible server); the records are those written by
+`cache-perception` (their `prompt` is exactly what the model sees). Scoring reuses the
+core rewards, so "correct" and "well formed" mean the same here as in training:
+
+* accuracy: core `accuracy_reward` (letter equals the ground truth), per category and
+  overall. The overall number weights every question equally (the paper's "avg" is also
+  question-weighted: its category mean differs from it); the unweighted category mean is
+  reported too, as `macro_avg`;
+* consistency rate: with a reference model given, the core `ConsistencyReward` (question +
+  choices + <think> only, one-letter reply) over the correct answers; reported as the
+  share of correct answers judged consistent and as the share of all answers;
+* completion length: mean tokens when a tokenizer is available (the evaluated model's,
+  or `--tokenizer`), otherwise mean whitespace-separated words; the unit is written out.
+
+Outputs in `--out`: `predictions.jsonl`, `metrics.json` and `results.md` (a table laid out
+like the paper's, with the paper's rows beside ours).
+
+    embodied-r-train evaluate --config training/configs/eval_tiny.yaml \\
+        --records artifacts/toy/cache/test.on_query.jsonl --out artifacts/eval_tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from embodied_r_training.categories import CATEGORIES, CATEGORY_TITLES, PAPER_CONSISTENCY, PAPER_RESULTS
+from embodied_r_training.data import read_jsonl, write_json_atomic, write_jsonl_atomic
+
+log = logging.getLogger("embodied_r_training.evaluate")
+
+
+def completion_length(texts: Sequence[str], tokenizer: Any = None) -> tuple[list[int], str]:
+    """Length of each text in tokens (with a tokenizer) or words; returns (lengths, unit)."""
+    if tokenizer is not None:
+        return [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts], "tokens"
+    return [len(t.split()) for t in texts], "words"
+
+
+def score(
+    records: Sequence[Mapping[str, Any]],
+    completions: Sequence[str],
+    *,
+    consistency: Any = None,
+    tokenizer: Any = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Metrics and per-question rows for model outputs on cached records."""
+    from embodied_r_ros.core.answer_parser import parse_reasoning_output
+    from embodied_r_ros.core.reasoning_prompts import parse_choices
+    from embodied_r_ros.core.rewards import accuracy_reward, format_reward
+
+    solutions = [r["solution"] for r in records]
+    questions = [r["question"] for r in records]
+    correct = accuracy_reward(list(completions), solution=solutions, question=questions)
+    formatted = format_reward(list(completions))
+    consistent: list[float | None] = [None] * len(records)
+    if consistency is not None:
+        consistent = list(consistency(list(completions), solution=solutions, question=questions))
+    lengths, unit = completion_length(completions, tokenizer)
+
+    rows = []
+    per_cat: dict[str, list[float]] = defaultdict(list)
+    for i, record in enumerate(records):
+        letters = "".join(letter for letter, _ in parse_choices(record["question"])) or "ABCDEFGH"
+        parsed = parse_reasoning_output(completions[i], valid_letters=letters)
+        per_cat[record["question_category"]].append(correct[i])
+        rows.append({
+            "Question_id": record.get("Question_id"),
+            "question_category": record["question_category"],
+            "solution": record["solution"],
+            "letter": parsed.letter,
+            "correct": bool(correct[i]),
+            "well_formed": bool(formatted[i]),
+            "consistent": None if consistent[i] is None else bool(consistent[i]),
+            "length": lengths[i],
+            "completion": completions[i],
+        })
+    n = len(records)
+    accuracy = {c: 100.0 * sum(v) / len(v) for c, v in per_cat.items()}
+    n_correct = int(sum(correct))
+    metrics: dict[str, Any] = {
+        "n": n,
+        "accuracy_avg": 100.0 * n_correct / n if n else 0.0,
+        "macro_avg": sum(accuracy.values()) / len(accuracy) if accuracy else 0.0,
+        "accuracy": {c: accuracy[c] for c in CATEGORIES if c in accuracy},
+        "count": {c: len(per_cat[c]) for c in CATEGORIES if c in per_cat},
+        "format_rate": 100.0 * sum(formatted) / n if n else 0.0,
+        "mean_completion_length": sum(lengths) / n if n else 0.0,
+        "length_unit": unit,
+    }
+    extra = sorted(set(per_cat) - set(CATEGORIES))
+    if extra:
+        metrics["other_categories"] = {c: accuracy[c] for c in extra}
+    if consistency is not None:
+        n_consistent = int(sum(1 for v in consistent if v))
+        metrics["consistency"] = {
+            "consistent": n_consistent,
+            "correct": n_correct,
+            "rate_of_correct": 100.0 * n_consistent / n_correct if n_correct else None,
+            "rate_of_all": 100.0 * n_consistent / n if n else 0.0,
+        }
+    return metrics, rows
+
+
+def results_markdown(metrics: Mapping[str, Any], name: str) -> str:
+    """The paper's accuracy table (FACTS §7) with our row added, plus our other numbers."""
+    cols = ["avg", *CATEGORIES]
+    head = "| method | " + " | ".join(["avg"] + [CATEGORY_TITLES[c] for c in CATEGORIES]) + " |"
+    lines = [head, "|" + "---|" * (len(cols) + 1)]
+
+    def fmt(v: Any) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    for method, row in PAPER_RESULTS.items():
+        lines.append(f"| {method} | " + " | ".join(fmt(row.get(c)) for c in cols) + " |")
+    ours = {"avg": metrics["accuracy_avg"], **metrics["accuracy"]}
+    lines.append(f"| **{name} (ours)** | " + " | ".join(fmt(ours.get(c)) for c in cols) + " |")
+    counts = metrics.get("count", {})
+    lines.append("| questions (ours) | " + " | ".join(
+        [str(metrics["n"])] + [str(counts.get(c, 0)) for c in CATEGORIES]) + " |")
+    lines += [
+        "",
+        f"- questions: {metrics['n']}; overall accuracy is question-weighted; category mean "
+        f"(macro): {metrics['macro_avg']:.1f}",
+        f"- well-formed outputs: {metrics['format_rate']:.1f}%",
+        f"- mean completion length: {metrics['mean_completion_length']:.1f} {metrics['length_unit']} "
+        "(paper: about 200 -> 100 tokens during training)",
+    ]
+    cons = metrics.get("consistency")
+    if cons:
+        rate = cons["rate_of_correct"]
+        lines.append(
+            f"- think-answer consistency (reference model): {cons['consistent']}/{cons['correct']} correct "
+            f"answers = {fmt(rate)}% ({cons['rate_of_all']:.1f}% of all answers); paper (GPT-4o judge): "
+            f"{PAPER_CONSISTENCY['without consistency reward']}% without, "
+            f"{PAPER_CONSISTENCY['with consistency reward']}% with the consistency reward"
+        )
+    else:
+        lines.append("- think-answer consistency: not measured (no consistency_model given)")
+    return "\n".join(lines) + "\n"
+
+
+def generate(reasoner: Any, records: Sequence[Mapping[str, Any]], settings: Any, batch_size: int,
+             progress: bool = True) -> list[str]:
+    """The model's completion for every record's prompt, in batches, with a progress bar."""
+    from tqdm import tqdm
+
+    out: list[str] = []
+    bar = tqdm(total=len(records), desc="evaluate", unit="question", disable=not progress)
+    for start in range(0, len(records), batch_size):
+        chunk = records[start : start + batch_size]
+        out += reasoner.generate_batch([r["prompt"] for r in chunk], settings)
+        bar.update(len(chunk))
+    bar.close()
+    return out
+
+
+def evaluate(
+    records: Sequence[Mapping[str, Any]],
+    *,
+    model_cfg: Mapping[str, Any],
+    out: str | Path,
+    name: str = "model",
+    consistency_cfg: Mapping[str, Any] | None = None,
+    consistency_options: Mapping[str, Any] | None = None,
+    tokenizer_path: str | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Generate, score and write predictions.jsonl, metrics.json and results.md."""
+    from embodied_r_ros.core.backends.factory import make_reasoner
+    from embodied_r_ros.core.backends.model_spec import ModelSpec
+    from embodied_r_ros.core.types import GenerationSettings
+
+    spec = ModelSpec.from_dict(dict(model_cfg))
+    reasoner = make_reasoner(spec)
+    settings = GenerationSettings(
+        temperature=spec.temperature, max_new_tokens=spec.max_new_tokens, top_p=spec.top_p, seed=spec.seed
+    )
+    try:
+        completions = generate(reasoner, records, settings, spec.batch_size, progress)
+    finally:
+        reasoner.close()
+    tokenizer = _load_tokenizer(tokenizer_path or (spec.model if spec.backend != "openai" else None))
+    consistency = None
+    if consistency_cfg:
+        from embodied_r_training.reward_funcs import make_consistency_reward
+
+        consistency = make_consistency_reward(consistency_cfg, consistency_options)
+    metrics, rows = score(records, completions, consistency=consistency, tokenizer=tokenizer)
+    if consistency is not None:
+        consistency.close()
+    metrics.update({"name": name, "model": spec.model, "backend": spec.backend,
+                    "temperature": spec.temperature, "max_new_tokens": spec.max_new_tokens})
+    out = Path(out)
+    write_jsonl_atomic(out / "predictions.jsonl", rows)
+    write_json_atomic(out / "metrics.json", metrics)
+    (out / "results.md").write_text(results_markdown(metrics, name), encoding="utf-8")
+    return metrics
+
+
+def _load_tokenizer(path: str | None) -> Any:
+    """A tokenizer for length counting, or None (lengths then count words)."""
+    if not path:
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(path)
+    except Exception as exc:  # noqa: BLE001 - any failure means: count words instead
+        log.warning("no tokenizer from %s (%s); completion length is counted in words", path, exc)
+        return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="embodied-r-train evaluate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True,
+                        help="YAML with reasoning_model (ModelSpec) and optional consistency_model / consistency")
+    parser.add_argument("--records", required=True, help="cached records JSONL (from cache-perception)")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--name", default=None, help="row name in the results table")
+    parser.add_argument("--tokenizer", default=None, help="tokenizer for completion length (default: the model's)")
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    import yaml
+
+    from embodied_r_training.config import apply_overrides, resolve_config_path
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))
+    with open(resolve_config_path(args.config), encoding="utf-8") as handle:
+        cfg = apply_overrides(yaml.safe_load(handle) or {}, args.overrides)
+    records = read_jsonl(args.records)
+    if args.limit:
+        records = records[: args.limit]
+    metrics = evaluate(
+        records,
+        model_cfg=cfg["reasoning_model"],
+        out=args.out,
+        name=args.name or cfg.get("name") or Path(str(cfg["reasoning_model"]["model"])).name,
+        consistency_cfg=cfg.get("consistency_model"),
+        consistency_options=cfg.get("consistency"),
+        tokenizer_path=args.tokenizer,
+        progress=not args.no_progress,
+    )
+    print((Path(args.out) / "results.md").read_text())
+    print(json.dumps({k: metrics[k] for k in ("n", "accuracy_avg", "mean_completion_length", "length_unit")}))
+    return 0
