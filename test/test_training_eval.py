@@ -78,7 +78,7 @@ def test_evaluate_cli_with_the_tiny_lm(tiny_models, tmp_path):
 
     records = [_record(f"q{i}", ("route_planning", "counterfactual")[i % 2], "ABCD"[i % 4]) for i in range(4)]
     data.write_jsonl_atomic(tmp_path / "test.jsonl", records)
-    argv = ["evaluate", "--config", "training/configs/eval_tiny.yaml", "--records", str(tmp_path / "test.jsonl"),
+    argv = ["evaluate", "--config", "eval_tiny.yaml", "--records", str(tmp_path / "test.jsonl"),
             "--out", str(tmp_path / "eval"), "--name", "tiny", "--no-progress",
             "--set", f"reasoning_model.model={tiny_models.lm}", "--set", "reasoning_model.max_new_tokens=8",
             "--set", f"consistency_model.model={tiny_models.lm}"]

@@ -116,7 +116,7 @@ def test_tiny_cpu_checkpoints_and_resumes(tiny_models, cached_train, tmp_path):
     from embodied_r_training.cli import main
 
     out = tmp_path / "run"
-    common = ["--config", "training/configs/tiny_cpu.yaml",
+    common = ["--config", "tiny_cpu.yaml",
               "--set", f"model.name_or_path={tiny_models.lm}",
               "--set", f"rewards.consistency_model.model={tiny_models.lm}",
               "--set", f"data.train={cached_train}", "--set", "data.max_samples=8",
@@ -174,7 +174,9 @@ def test_packaged_configs_load_and_follow_the_paper():
     lora = load_config("single_gpu_lora.yaml")
     assert lora["lora"]["enabled"] and lora["grpo"]["per_device_train_batch_size"] * lora["grpo"][
         "gradient_accumulation_steps"] == 32
-    ds = json.loads(open("training/configs/ds_zero3.json").read())
+    from embodied_r_training.config import packaged_config
+
+    ds = json.loads(packaged_config("ds_zero3.json").read_text())
     assert ds["zero_optimization"]["stage"] == 3
     from embodied_r_training.grpo import build_grpo_config, build_peft_config
 
