@@ -196,8 +196,10 @@ def train(cfg: Mapping[str, Any], resume: str | bool | None = None, **build_kwar
         checkpoint = str(resume)
     result = trainer.train(resume_from_checkpoint=checkpoint)
     final_dir = output_dir / "final"
-    trainer.save_model(str(final_dir))
-    trainer.state.save_to_json(str(output_dir / "trainer_state.json"))
+    trainer.save_model(str(final_dir))  # every rank takes part (ZeRO-3 gathers the weights)
+    is_main = bool(trainer.args.should_save)
+    if is_main:
+        trainer.state.save_to_json(str(output_dir / "trainer_state.json"))
     summary = {
         "output_dir": str(output_dir),
         "final_model": str(final_dir),
@@ -205,13 +207,14 @@ def train(cfg: Mapping[str, Any], resume: str | bool | None = None, **build_kwar
         "global_step": trainer.state.global_step,
         "epoch": trainer.state.epoch,
         "train_loss": getattr(result, "training_loss", None),
+        "is_main_process": is_main,
         "weight_changes": [
             {"global_step": s, "epoch": e, "weights": dict(zip(info["reward_names"], w))}
             for s, e, w in callback.history
         ],
         **info,
     }
-    if trainer.args.should_save:
+    if is_main:
         write_json_atomic(output_dir / "run_summary.json", summary)
     return summary
 
@@ -239,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))
     cfg = load_config(args.config, args.overrides)
     summary = train(cfg, resume=args.resume)
-    if args.plots:
+    if args.plots and summary["is_main_process"]:
         from embodied_r_training.plots import plot_training
 
         summary["plots"] = [str(p) for p in plot_training(Path(summary["output_dir"]) / "trainer_state.json")]
