@@ -14,7 +14,9 @@ MODELS = [
     "accelerate",
     "pillow",
 ]
-TRAIN = MODELS + ["trl>=1.0", "datasets", "pyarrow", "peft", "matplotlib"]
+TRAIN = MODELS + [
+    "trl>=1.0", "datasets", "pyarrow", "pandas", "peft", "matplotlib", "tensorboard",
+]
 
 setup(
     name="embodied_r_ros",

@@ -45,10 +45,10 @@ else
 fi
 
 # The project itself (core + training + `embodied-r` commands), editable.
+# (setuptools' default editable mode maps the training/ folder to `embodied_r_training`.)
 if [ "$(cat "$STAMPS/editable" 2>/dev/null)" != "$(hash_of setup.py)" ]; then
   log "installing embodied_r_ros (editable)"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation \
-    -e . --config-settings editable_mode=compat
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
   hash_of setup.py > "$STAMPS/editable"
 fi
 
