@@ -18,7 +18,7 @@ test: setup
 	$(ENV) python -m pytest test $(PYTEST_ARGS)
 
 bench-keyframes: setup
-	$(ENV) python bench/bench_keyframes.py
+	$(ENV) python -m bench.bench_keyframes --minutes 1
 
 clean:
 	rm -rf .ros_ws artifacts .pytest_cache
