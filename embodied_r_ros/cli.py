@@ -34,27 +34,30 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _usage() -> str:
-    lines = ["usage: embodied-r <command> [options]", "", "commands:"]
-    width = max(len(name) for name in SUBCOMMANDS)
-    for name, (_, help_text) in SUBCOMMANDS.items():
-        lines.append(f"  {name.ljust(width)}  {help_text}")
-    lines.append("")
-    lines.append("Run `embodied-r <command> --help` for the options of one command.")
+def usage(prog: str, subcommands: dict[str, tuple[str, str]]) -> str:
+    width = max(len(name) for name in subcommands)
+    lines = [f"usage: {prog} <command> [options]", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {help_text}" for name, (_, help_text) in subcommands.items()]
+    lines += ["", f"Run `{prog} <command> --help` for the options of one command."]
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def dispatch(prog: str, subcommands: dict[str, tuple[str, str]], argv: list[str] | None) -> int:
+    """Run `<prog> <command> ...`: import the command's module, call its main(rest)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in {"-h", "--help", "help"}:
-        print(_usage())
+        print(usage(prog, subcommands))
         return 0
     name, rest = args[0], args[1:]
-    if name not in SUBCOMMANDS:
-        print(f"embodied-r: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+    if name not in subcommands:
+        print(f"{prog}: unknown command {name!r}\n\n{usage(prog, subcommands)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(SUBCOMMANDS[name][0])
+    module = importlib.import_module(subcommands[name][0])
     return int(module.main(rest) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch("embodied-r", SUBCOMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ typed results, key-frame bounds, the prompt the LM received, timing, cancellatio
 from __future__ import annotations
 
 import re
-import threading
 import time
 from pathlib import Path
 

@@ -38,7 +38,6 @@ from keyframe_clips import (  # noqa: E402
     Pose,
     clip_frames,
     make_texture,
-    pan_poses,
     render,
     scenario_poses,
     textureless_frames,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
+
+from embodied_r_ros.cli import dispatch
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("embodied_r_training.data", "filter the benchmarks to the paper's categories and split by scene"),
@@ -15,25 +16,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _usage() -> str:
-    width = max(len(n) for n in SUBCOMMANDS)
-    lines = ["usage: embodied-r-train <command> [options]", "", "commands:"]
-    lines += [f"  {n.ljust(width)}  {h}" for n, (_, h) in SUBCOMMANDS.items()]
-    lines += ["", "Run `embodied-r-train <command> --help` for the options of one command."]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in {"-h", "--help", "help"}:
-        print(_usage())
-        return 0
-    name, rest = args[0], args[1:]
-    if name not in SUBCOMMANDS:
-        print(f"embodied-r-train: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(SUBCOMMANDS[name][0])
-    return int(module.main(rest) or 0)
+    return dispatch("embodied-r-train", SUBCOMMANDS, argv)
 
 
 if __name__ == "__main__":

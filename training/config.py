@@ -67,13 +67,18 @@ def apply_overrides(cfg: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
     return out
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """Read a YAML training config and apply overrides; unknown sections are an error."""
+def read_yaml_config(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Read any YAML config of this package (path or packaged name) and apply overrides."""
     with open(resolve_config_path(path), encoding="utf-8") as handle:
         cfg = yaml.safe_load(handle) or {}
     if not isinstance(cfg, Mapping):
         raise ValueError(f"{path}: top level must be a mapping")
-    cfg = apply_overrides(dict(cfg), overrides)
+    return apply_overrides(dict(cfg), overrides)
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Read a YAML training config and apply overrides; unknown sections are an error."""
+    cfg = read_yaml_config(path, overrides)
     unknown = sorted(set(cfg) - set(SECTIONS))
     if unknown:
         raise ValueError(f"{path}: unknown section(s) {unknown}; allowed: {list(SECTIONS)}")

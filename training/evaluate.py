@@ -235,14 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import yaml
 
-    from embodied_r_training.config import apply_overrides, resolve_config_path
+    from embodied_r_training.config import read_yaml_config
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))
-    with open(resolve_config_path(args.config), encoding="utf-8") as handle:
-        cfg = apply_overrides(yaml.safe_load(handle) or {}, args.overrides)
+    cfg = read_yaml_config(args.config, args.overrides)
     records = read_jsonl(args.records)
     if args.limit:
         records = records[: args.limit]

@@ -327,17 +327,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import yaml
 
     from embodied_r_ros.core.backends.factory import make_perceiver
     from embodied_r_ros.core.backends.model_spec import ModelSpec
     from embodied_r_ros.core.keyframes import KeyFrameParams
-    from embodied_r_training.config import apply_overrides, resolve_config_path
+    from embodied_r_training.config import read_yaml_config
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))
-    with open(resolve_config_path(args.config), encoding="utf-8") as handle:
-        cfg = apply_overrides(yaml.safe_load(handle) or {}, args.overrides)
+    cfg = read_yaml_config(args.config, args.overrides)
     data_path = Path(args.data)
     records = read_jsonl(data_path / f"{args.split}.jsonl" if data_path.is_dir() else data_path)
     if args.limit:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from embodied_r_ros.core.errors import InvalidRequestError
+from embodied_r_ros.core.perception_prompts import ACTIONS
 
 __all__ = [
     "MOTION_ACTIONS",
@@ -34,19 +35,8 @@ __all__ = [
     "wrap_angle",
 ]
 
-# The action vocabulary, in the order the perception prompt lists it.
-MOTION_ACTIONS: tuple[str, ...] = (
-    "move forward",
-    "move backward",
-    "move left",
-    "move right",
-    "move upward",
-    "move downward",
-    "rotate left",
-    "rotate right",
-    "tilt downward",
-    "tilt upward",
-)
+# The action vocabulary (one copy, owned by the perception prompts).
+MOTION_ACTIONS: tuple[str, ...] = ACTIONS
 
 
 def wrap_angle(angle_rad: float) -> float:

@@ -115,19 +115,15 @@ class QuestionAnswerer:
         try:
             raw = self.reasoner.generate(messages, self.settings, on_text=on_text, should_stop=stop)
             if deadline is not None and time.monotonic() > deadline:
-                raise RequestTimeoutError("the reasoning model did not finish before the "
-                                          "question's time limit")
-        except CancelledError as exc:
+                raise CancelledError("finished after the deadline")
+        except EmbodiedRError as exc:
             timing.reasoning_s = time.monotonic() - start
-            if deadline is not None and time.monotonic() > deadline and not (
-                    should_stop is not None and should_stop()):
+            user_stop = should_stop is not None and should_stop()
+            if (isinstance(exc, CancelledError) and not user_stop and deadline is not None
+                    and time.monotonic() > deadline):
                 exc = RequestTimeoutError(
                     "the reasoning model did not finish before the question's time limit; "
                     "raise timeout_s / qa.default_timeout_s or lower reasoning.max_new_tokens")
-            return AnswerResult.failure(exc, episode_id=episode_id, timing=timing,
-                                        messages=messages, keyframes_used=len(used))
-        except EmbodiedRError as exc:
-            timing.reasoning_s = time.monotonic() - start
             return AnswerResult.failure(exc, episode_id=episode_id, timing=timing,
                                         messages=messages, keyframes_used=len(used))
         timing.reasoning_s = time.monotonic() - start

@@ -104,7 +104,7 @@ class ReasoningNode(Node):
             episode_id, last = self._sync(deadline)
             if last < 0:
                 raise NoKeyFramesError("no camera frame has been received in this episode; "
-                                       f"check that images arrive on the camera topic")
+                                       "check that images arrive on the camera topic")
             if on_stage is not None:
                 on_stage("waiting_for_perception")
             start = time.monotonic()

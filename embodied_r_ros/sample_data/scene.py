@@ -27,6 +27,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from embodied_r_ros.core.errors import InvalidRequestError
+from embodied_r_ros.core.perception_prompts import ACTIONS
 
 __all__ = [
     "ACTIONS",
@@ -40,18 +41,6 @@ __all__ = [
     "render_clip",
 ]
 
-ACTIONS: tuple[str, ...] = (
-    "move forward",
-    "move backward",
-    "move left",
-    "move right",
-    "move upward",
-    "move downward",
-    "rotate left",
-    "rotate right",
-    "tilt downward",
-    "tilt upward",
-)
 
 # The default camera script: (action, amount); metres for moves, degrees for turns/tilts.
 DEFAULT_PATH: tuple[tuple[str, float], ...] = (
