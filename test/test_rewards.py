@@ -355,5 +355,9 @@ def test_rewards_import_without_torch_or_ros():
         "sys.meta_path.insert(0, Block())\n"
         "import embodied_r_ros.core.rewards, embodied_r_ros.core.memory\n"
         "import embodied_r_ros.core.perception_parser, embodied_r_ros.core.answer_parser\n"
+        "print('imported')\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "imported"

@@ -95,6 +95,23 @@ _CORPUS_LINES: tuple[str, ...] = (
 )
 
 
+# The tiny vision tower of the test VLM (bench/gpu_latency.py keeps its own copy so it
+# runs standalone on a GPU machine without this package installed).
+TINY_VISION_CONFIG: dict[str, Any] = {
+    "depth": 2,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_heads": 2,
+    "out_hidden_size": 64,
+    "patch_size": 14,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "window_size": 112,
+    "fullatt_block_indexes": [1],
+    "tokens_per_second": 2,
+}
+
+
 @dataclass
 class TinyModelPaths:
     """Folders of the two tiny models written by `build_tiny_models`."""
@@ -219,19 +236,7 @@ def _build_vlm(folder: Path, tokenizer: Any, seed: int) -> None:
         "eos_token_id": ids["<|im_end|>"],
         "pad_token_id": ids["<|endoftext|>"],
     }
-    vision_config = {
-        "depth": 2,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_heads": 2,
-        "out_hidden_size": 64,
-        "patch_size": 14,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-        "window_size": 112,
-        "fullatt_block_indexes": [1],
-        "tokens_per_second": 2,
-    }
+    vision_config = dict(TINY_VISION_CONFIG)
     config = Qwen2_5_VLConfig(
         text_config=text_config,
         vision_config=vision_config,
