@@ -20,7 +20,11 @@ import numpy as np
 
 from embodied_r_ros.core import config as cfg
 from embodied_r_ros.core.backends.base import Perceiver, Reasoner, TextCallback
-from embodied_r_ros.core.errors import CancelledError, NoKeyFramesError, RequestTimeoutError
+from embodied_r_ros.core.errors import (
+    CancelledError,
+    NoKeyFramesError,
+    RequestTimeoutError,
+)
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent, KeyFrameTracker
 from embodied_r_ros.core.keyframes import KeyFrameParams, apply_count_rule
 from embodied_r_ros.core.memory import EpisodeMemory
@@ -36,7 +40,12 @@ from embodied_r_ros.core.question_answering import (
     QuestionGate,
     validate_question,
 )
-from embodied_r_ros.core.types import FrameDescription, GenerationSettings, TimingInfo
+from embodied_r_ros.core.types import (
+    Frame,
+    FrameDescription,
+    GenerationSettings,
+    TimingInfo,
+)
 
 LOG = logging.getLogger("embodied_r_ros.pipeline")
 
@@ -112,8 +121,6 @@ class EmbodiedRPipeline:
     # -- frames ----------------------------------------------------------------------------
     def push_frame(self, image: np.ndarray, stamp_s: float, index: int = 0,
                    frame_id: str = "") -> KeyFrameEvent | None:
-        from embodied_r_ros.core.types import Frame
-
         event = self.tracker.push(Frame(image=image, stamp_s=stamp_s, index=index,
                                         frame_id=frame_id))
         if event is not None:

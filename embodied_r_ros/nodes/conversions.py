@@ -9,7 +9,11 @@ from builtin_interfaces.msg import Time
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
-from embodied_r_ros.core.image_codec import image_from_compressed, image_from_raw, rgb_to_raw
+from embodied_r_ros.core.image_codec import (
+    image_from_compressed,
+    image_from_raw,
+    rgb_to_raw,
+)
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent
 from embodied_r_ros.core.question_answering import AnswerResult
 from embodied_r_ros.core.types import FrameDescription

@@ -19,6 +19,7 @@ from std_srvs.srv import Trigger
 
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent, KeyFrameTracker
 from embodied_r_ros.core.pipeline import keyframe_params
+from embodied_r_ros.core.types import Frame
 from embodied_r_ros.msg import KeyFrame as KeyFrameMsg
 from embodied_r_ros.nodes.camera_input import CameraInput
 from embodied_r_ros.nodes.conversions import keyframe_event_to_msg
@@ -44,8 +45,6 @@ class KeyFrameNode(Node):
         self.create_service(Trigger, "keyframes/sync", self._on_sync, callback_group=group)
 
     def _on_frame(self, image, stamp_s: float, index: int, frame_id: str) -> None:  # type: ignore[no-untyped-def]
-        from embodied_r_ros.core.types import Frame
-
         with self._lock:
             event = self.tracker.push(Frame(image, stamp_s, index, frame_id))
             if event is not None:

@@ -8,7 +8,11 @@ from typing import Any
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 
-from embodied_r_ros.core.odometry import PoseHistory, measured_action, pose_from_odometry_msg
+from embodied_r_ros.core.odometry import (
+    PoseHistory,
+    measured_action,
+    pose_from_odometry_msg,
+)
 
 
 class OdometryInput:
