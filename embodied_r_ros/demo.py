@@ -29,8 +29,7 @@ DEFAULT_PARAMS = REPO_ROOT / "config" / "embodied_r.yaml"
 DEFAULT_ARTIFACTS = REPO_ROOT / "artifacts"
 
 # Short generations keep the tiny-model demo fast; real models use the YAML values.
-TINY_OVERRIDES = {"perception.max_new_tokens": 24, "reasoning.max_new_tokens": 48,
-                  "perception.temperature": 0.0, "reasoning.temperature": 0.0}
+TINY_MAX_NEW_TOKENS = {"perception": 24, "reasoning": 48}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -77,27 +76,26 @@ def resolve_models(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
         overrides["perception.model"] = args.perception_model
     if args.reasoning_model:
         overrides["reasoning.model"] = args.reasoning_model
-    perception = overrides.get("perception.model", params["perception.model"])
-    reasoning = overrides.get("reasoning.model", params["reasoning.model"])
-    if perception and reasoning:
+    missing = [role for role in ("perception", "reasoning")
+               if not overrides.get(f"{role}.model", params[f"{role}.model"])]
+    if not missing:
         return overrides, False
     from embodied_r_ros.core.tiny_models import build_tiny_models
 
     paths = build_tiny_models(args.artifacts / "tiny_models")
+    tiny_path = {"perception": paths.vlm, "reasoning": paths.lm}
     print(textwrap.dedent(f"""
-        == NO MODELS CONFIGURED: using tiny random models built locally
-           VLM: {paths.vlm}
-           LM:  {paths.lm}
-           Their descriptions and answers are MEANINGLESS noise; they only exercise the
-           pipeline. Pass --perception-model/--reasoning-model (or set perception.model and
+        == NO {' AND '.join(m.upper() for m in missing)} MODEL CONFIGURED: using tiny random
+           models built locally ({', '.join(f'{m}: {tiny_path[m]}' for m in missing)}).
+           Their text and answers are MEANINGLESS noise; they only exercise the pipeline.
+           Pass --perception-model/--reasoning-model (or set perception.model and
            reasoning.model in the parameter file) to use real models.
         """))
-    overrides.setdefault("perception.model", str(paths.vlm))
-    overrides.setdefault("reasoning.model", str(paths.lm))
-    overrides.update({"perception.backend": "transformers", "reasoning.backend": "transformers",
-                      "perception.device": "cpu", "reasoning.device": "cpu",
-                      "perception.dtype": "float32", "reasoning.dtype": "float32",
-                      **TINY_OVERRIDES})
+    for role in missing:
+        overrides.update({f"{role}.model": str(tiny_path[role]), f"{role}.backend": "transformers",
+                          f"{role}.device": "cpu", f"{role}.dtype": "float32",
+                          f"{role}.temperature": 0.0,
+                          f"{role}.max_new_tokens": TINY_MAX_NEW_TOKENS[role]})
     return overrides, True
 
 

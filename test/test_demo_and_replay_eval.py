@@ -20,7 +20,7 @@ def test_demo_runs_the_whole_graph_on_the_sample(tmp_path: Path, tiny_models, ca
     code = demo.main(["--artifacts", str(tmp_path), "--quiet-nodes", "--rate", "8"])
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
-    assert "NO MODELS CONFIGURED" in out and "MEANINGLESS" in out
+    assert "NO PERCEPTION AND REASONING MODEL CONFIGURED" in out and "MEANINGLESS" in out
     for heading in ("== key frames chosen", "== frame descriptions", "== answers",
                     "latency: perception wait"):
         assert heading in out
@@ -48,3 +48,17 @@ def test_replay_eval_on_a_compressed_sqlite3_bag(tmp_path: Path, tiny_models, ca
     assert set(result["latency"]) >= {"total_s_median", "reasoning_s_median"}
     assert "| category | accuracy % |" in out.with_suffix(".md").read_text()
     assert replay_eval.main(["--quiet-nodes"]) == 2  # --bag/--questions required
+
+
+def test_demo_fills_in_only_the_missing_model(tmp_path: Path, tiny_models) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "tiny_models").symlink_to(Path(tiny_models.vlm).parent, target_is_directory=True)
+    args = demo.parse_args(["--artifacts", str(tmp_path), "--reasoning-model", "/models/real-lm"])
+    overrides, tiny = demo.resolve_models(args)
+    assert tiny is True
+    assert overrides["reasoning.model"] == "/models/real-lm"
+    assert not any(k.startswith("reasoning.") and k != "reasoning.model" for k in overrides)
+    assert overrides["perception.model"] == str(tiny_models.vlm)
+    assert overrides["perception.device"] == "cpu"
+    both = demo.parse_args(["--artifacts", str(tmp_path), "--perception-model", "/a",
+                            "--reasoning-model", "/b"])
+    assert demo.resolve_models(both) == ({"perception.model": "/a", "reasoning.model": "/b"}, False)
