@@ -106,6 +106,17 @@ def read_frames(bag: Path):  # type: ignore[no-untyped-def]
         yield item.stamp_s, item.image, item.frame_id
 
 
+def read_poses(bag: Path, topic: str) -> list[Any]:
+    """The bag's odometry poses, or [] when it has no such topic."""
+    from embodied_r_ros.core.errors import InvalidRequestError
+    from embodied_r_ros.sample_data.bag_io import read_odometry
+
+    try:
+        return read_odometry(bag, topic)
+    except InvalidRequestError:
+        return []
+
+
 def short(text: str, width: int = 200) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 3] + "..."
@@ -164,10 +175,13 @@ def run(args: argparse.Namespace, report_path: Path) -> tuple[Any, bool]:
                            ask_service=params["services.ask"],
                            keyframes_topic=params["topics.keyframes"],
                            descriptions_topic=params["topics.descriptions"],
-                           answers_topic=params["topics.answers"]) as client:
+                           answers_topic=params["topics.answers"],
+                           odometry_topic=params["perception.odometry_topic"]) as client:
         client.wait_for_graph(args.startup_timeout, alive_check=graph.check_alive)
-        print(f"== graph up in {time.monotonic() - t0:.1f}s; replaying {bag} at {args.rate}x")
-        n = client.play(read_frames(bag), rate=args.rate)
+        poses = read_poses(bag, params["perception.odometry_topic"])
+        print(f"== graph up in {time.monotonic() - t0:.1f}s; replaying {bag} at {args.rate}x "
+              f"({len(poses)} odometry poses)")
+        n = client.play(read_frames(bag), rate=args.rate, poses=poses)
         print(f"== published {n} frames; asking {len(questions)} questions")
         summary = ask_all(client, questions, timeout_s=args.timeout)
         time.sleep(0.5)  # let the last descriptions/answers arrive

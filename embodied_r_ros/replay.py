@@ -22,6 +22,7 @@ import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
@@ -62,15 +63,28 @@ def load_questions(path: Path) -> list[QuestionItem]:
     return items
 
 
+def odometry_msg(pose: Any) -> Odometry:
+    """nav_msgs/Odometry for a core.odometry.Pose3D."""
+    msg = Odometry()
+    msg.header = Header(stamp=seconds_to_stamp(pose.stamp_s), frame_id="odom")
+    msg.child_frame_id = "base_link"
+    p, q = msg.pose.pose.position, msg.pose.pose.orientation
+    p.x, p.y, p.z = float(pose.x), float(pose.y), float(pose.z)
+    q.x, q.y, q.z, q.w = float(pose.qx), float(pose.qy), float(pose.qz), float(pose.qw)
+    return msg
+
+
 class ReplayClient(Node):
     """Publishes frames and asks questions; records what the graph publishes."""
 
     def __init__(self, camera_topic: str = "/camera/image_raw", *, ask_service: str = "ask",
                  keyframes_topic: str = "keyframes",
                  descriptions_topic: str = "frame_descriptions",
-                 answers_topic: str = "answers", name: str = "embodied_r_replay") -> None:
+                 answers_topic: str = "answers", odometry_topic: str = "/odom",
+                 name: str = "embodied_r_replay") -> None:
         super().__init__(name)
         self.camera_pub = self.create_publisher(Image, camera_topic, qos_profile_sensor_data)
+        self.odometry_pub = self.create_publisher(Odometry, odometry_topic, 50)
         reliable = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
         self.keyframes: list[KeyFrame] = []
         self.descriptions: list[FrameDescription] = []
@@ -86,11 +100,15 @@ class ReplayClient(Node):
         self.published = 0
 
     # -- frames ---------------------------------------------------------------------------
-    def play(self, frames: Iterable[tuple[float, Any, str]], rate: float = 1.0) -> int:
+    def play(self, frames: Iterable[tuple[float, Any, str]], rate: float = 1.0,
+             poses: Sequence[Any] = ()) -> int:
         """Publish (stamp_s, rgb image, frame_id) tuples, paced by their stamps / rate
-        (rate <= 0: as fast as possible). Returns the number published."""
+        (rate <= 0: as fast as possible), with the odometry `poses` (core.odometry.Pose3D)
+        interleaved by stamp. Returns the number of frames published."""
         wall0: float | None = None
         stamp0 = 0.0
+        pending = sorted(poses, key=lambda p: p.stamp_s)
+        next_pose = 0
         for stamp_s, image, frame_id in frames:
             if wall0 is None:
                 wall0, stamp0 = time.monotonic(), stamp_s
@@ -98,9 +116,14 @@ class ReplayClient(Node):
                 delay = (stamp_s - stamp0) / rate - (time.monotonic() - wall0)
                 if delay > 0:
                     time.sleep(delay)
+            while next_pose < len(pending) and pending[next_pose].stamp_s <= stamp_s:
+                self.odometry_pub.publish(odometry_msg(pending[next_pose]))
+                next_pose += 1
             header = Header(stamp=seconds_to_stamp(stamp_s), frame_id=frame_id)
             self.camera_pub.publish(rgb_to_image_msg(image, header))
             self.published += 1
+        for pose in pending[next_pose:]:
+            self.odometry_pub.publish(odometry_msg(pose))
         return self.published
 
     # -- services ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from embodied_r_ros.action import AnswerSpatial  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import QuestionItem, SpinningClient  # noqa: E402
-from embodied_r_ros.sample_data.bag_io import read_image_bag  # noqa: E402
+from embodied_r_ros.sample_data.bag_io import read_image_bag, read_odometry  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = REPO / "config" / "embodied_r.yaml"
@@ -38,13 +38,14 @@ def embedded(tiny_models, sample_dir):  # type: ignore[no-untyped-def]
                  "perception.device": "cpu", "reasoning.device": "cpu",
                  "perception.dtype": "float32", "reasoning.dtype": "float32",
                  "perception.max_new_tokens": 16, "reasoning.max_new_tokens": 4000,
-                 "perception.temperature": 0.0, "reasoning.temperature": 0.0}
+                 "perception.temperature": 0.0, "reasoning.temperature": 0.0,
+                 "perception.use_odometry": True}
     with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph, \
             SpinningClient() as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
         frames = ((f.stamp_s, f.image, f.frame_id)
                   for f in read_image_bag(sample_dir / "sample.mcap"))
-        client.play(frames, rate=8.0)
+        client.play(frames, rate=8.0, poses=read_odometry(sample_dir / "sample.mcap"))
         yield graph, client
 
 
@@ -72,6 +73,22 @@ def test_action_streams_feedback_and_cancels(embedded) -> None:  # type: ignore[
     assert result.result.error_code == ErrorCode.CANCELLED
     assert not result.result.success
     action.destroy()
+
+
+def test_odometry_topic_sets_the_actions_between_key_frames(embedded) -> None:  # type: ignore[no-untyped-def]
+    """With perception.use_odometry, actions come from the replayed /odom poses (the tiny
+    VLM's text never names an action reliably), and they match the scripted path's moves."""
+    _graph, client = embedded
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(client.descriptions) < 4:
+        time.sleep(0.2)
+    later = [d for d in client.descriptions if d.keyframe_index > 0 and d.mode != "failed"]
+    assert len(later) >= 3
+    measured = [d for d in later if d.action_source == "odometry"]
+    assert len(measured) >= len(later) - 1, [(d.action, d.action_source) for d in later]
+    assert {d.action for d in measured} <= {"move forward", "rotate left", "rotate right",
+                                             "move backward", "move left", "move right"}
+    assert {"rotate left", "rotate right"} & {d.action for d in measured}
 
 
 def test_status_and_reset_episode(embedded) -> None:  # type: ignore[no-untyped-def]
