@@ -178,7 +178,8 @@ def run(args: argparse.Namespace, report_path: Path) -> tuple[Any, bool]:
                            answers_topic=params["topics.answers"],
                            odometry_topic=params["perception.odometry_topic"]) as client:
         client.wait_for_graph(args.startup_timeout, alive_check=graph.check_alive)
-        poses = read_poses(bag, params["perception.odometry_topic"])
+        poses = (read_poses(bag, params["perception.odometry_topic"])
+                 if params["perception.use_odometry"] else [])
         print(f"== graph up in {time.monotonic() - t0:.1f}s; replaying {bag} at {args.rate}x "
               f"({len(poses)} odometry poses)")
         n = client.play(read_frames(bag), rate=args.rate, poses=poses)

@@ -8,6 +8,7 @@ cleanly. It only builds command lines and manages processes; it does not import 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -27,12 +28,13 @@ SPLIT = [("embodied_r_ros.nodes.keyframe", "keyframe_selector"),
 
 
 def _ros_value(value: Any) -> str:
+    """A `-p name:=value` value: ROS parses it as YAML, so strings are double-quoted
+    (JSON string syntax is valid YAML) to keep paths, numbers-as-text and JSON text as
+    strings."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        # Force strings that look like numbers/booleans to stay strings.
-        return value if value and not value[0].isdigit() and value.lower() not in {
-            "true", "false"} else f"'{value}'"
+        return json.dumps(value)
     return repr(value)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import qos_profile_sensor_data
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header, String
@@ -29,6 +29,7 @@ from std_srvs.srv import Trigger
 
 from embodied_r_ros.msg import FrameDescription, KeyFrame, SpatialAnswer
 from embodied_r_ros.nodes.conversions import rgb_to_image_msg, seconds_to_stamp
+from embodied_r_ros.nodes.qos import DESCRIPTION_QOS, EVENT_QOS, KEYFRAME_QOS
 from embodied_r_ros.srv import AskSpatial
 
 
@@ -84,18 +85,17 @@ class ReplayClient(Node):
                  name: str = "embodied_r_replay") -> None:
         super().__init__(name)
         self.camera_pub = self.create_publisher(Image, camera_topic, qos_profile_sensor_data)
-        self.odometry_pub = self.create_publisher(Odometry, odometry_topic, 50)
-        reliable = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
+        self.odometry_pub = self.create_publisher(Odometry, odometry_topic, 1000)
         self.keyframes: list[KeyFrame] = []
         self.descriptions: list[FrameDescription] = []
         self.answers: list[SpatialAnswer] = []
         self.prompts: list[list[dict[str, Any]]] = []
-        self.create_subscription(KeyFrame, keyframes_topic, self.keyframes.append, 50)
+        self.create_subscription(KeyFrame, keyframes_topic, self.keyframes.append, KEYFRAME_QOS)
         self.create_subscription(FrameDescription, descriptions_topic,
-                                 self.descriptions.append, reliable)
-        self.create_subscription(SpatialAnswer, answers_topic, self.answers.append, reliable)
+                                 self.descriptions.append, DESCRIPTION_QOS)
+        self.create_subscription(SpatialAnswer, answers_topic, self.answers.append, EVENT_QOS)
         self.create_subscription(String, answers_topic + "/prompt",
-                                 lambda m: self.prompts.append(json.loads(m.data)), reliable)
+                                 lambda m: self.prompts.append(json.loads(m.data)), EVENT_QOS)
         self.ask_client = self.create_client(AskSpatial, ask_service)
         self.published = 0
 
@@ -104,7 +104,13 @@ class ReplayClient(Node):
              poses: Sequence[Any] = ()) -> int:
         """Publish (stamp_s, rgb image, frame_id) tuples, paced by their stamps / rate
         (rate <= 0: as fast as possible), with the odometry `poses` (core.odometry.Pose3D)
-        interleaved by stamp. Returns the number of frames published."""
+        interleaved by stamp. With poses, waits (up to 10 s) for an odometry subscriber to
+        be matched first, so the earliest poses are not lost to discovery. Returns the
+        number of frames published."""
+        if poses:
+            deadline = time.monotonic() + 10.0
+            while self.odometry_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
         wall0: float | None = None
         stamp0 = 0.0
         pending = sorted(poses, key=lambda p: p.stamp_s)

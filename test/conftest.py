@@ -27,10 +27,18 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory):
     return build_tiny_models(tmp_path_factory.mktemp("tiny_models"))
 
 
-# DDS isolation: every test session gets its own domain id and stays on this host, so
-# parallel runs (or other ROS processes) never see each other's topics.
-os.environ.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+# DDS isolation: traffic stays on this host, and every graph a test starts gets a domain
+# id of its own (`fresh_ros_domain`), so graphs of earlier tests that are still shutting
+# down, parallel runs or other ROS processes never answer another test's questions.
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+_DOMAINS = iter(range(1 + os.getpid() % 50, 232))
+
+
+def fresh_ros_domain() -> str:
+    """Switch this process (and the children it starts) to an unused ROS domain id; rclpy
+    contexts created afterwards use it."""
+    os.environ["ROS_DOMAIN_ID"] = str(next(_DOMAINS))
+    return os.environ["ROS_DOMAIN_ID"]
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 

@@ -250,3 +250,24 @@ def test_processor_kwargs_reach_the_processor(tiny_models) -> None:
         assert isinstance(p.describe(_frames(1), "Describe.", None), str)
     finally:
         p.close()
+
+
+def test_generate_kwargs_from_extra_reach_generate(tiny_models) -> None:  # type: ignore[no-untyped-def]
+    """`extra.generate_kwargs` is passed to model.generate (and wins over the settings)."""
+    from embodied_r_ros.core.backends.factory import make_reasoner
+    from embodied_r_ros.core.types import GenerationSettings
+
+    def reply_tokens(extra: dict) -> int:
+        reasoner = make_reasoner({"backend": "transformers", "model": str(tiny_models.lm),
+                                  "device": "cpu", "dtype": "float32", "extra": extra})
+        try:
+            text = reasoner.generate([{"role": "user", "content": "hi"}],
+                                     GenerationSettings(max_new_tokens=40))
+            empty = reasoner.count_tokens([{"role": "assistant", "content": ""}])
+            return reasoner.count_tokens([{"role": "assistant", "content": text}]) - empty
+        finally:
+            reasoner.close()
+
+    plain = reply_tokens({})
+    capped = reply_tokens({"generate_kwargs": {"max_new_tokens": 3}})
+    assert capped * 3 < plain, (capped, plain)

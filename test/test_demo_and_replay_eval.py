@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)")
 
+from conftest import fresh_ros_domain  # noqa: E402
+
 from embodied_r_ros import demo, replay_eval  # noqa: E402
 from embodied_r_ros.sample_data.cli import main as make_sample  # noqa: E402
 
@@ -17,6 +19,7 @@ from embodied_r_ros.sample_data.cli import main as make_sample  # noqa: E402
 def test_demo_runs_the_whole_graph_on_the_sample(tmp_path: Path, tiny_models, capsys) -> None:  # type: ignore[no-untyped-def]
     # Reuse the session's tiny models (the demo would otherwise build its own copy).
     (tmp_path / "tiny_models").symlink_to(Path(tiny_models.vlm).parent, target_is_directory=True)
+    fresh_ros_domain()
     code = demo.main(["--artifacts", str(tmp_path), "--quiet-nodes", "--rate", "8"])
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
@@ -38,6 +41,7 @@ def test_replay_eval_on_a_compressed_sqlite3_bag(tmp_path: Path, tiny_models, ca
     bags = [p for p in sample.iterdir() if p.is_dir() or p.suffix in {".db3", ".mcap"}]
     assert bags, list(sample.iterdir())
     out = tmp_path / "eval" / "result.json"
+    fresh_ros_domain()
     code = replay_eval.main([
         "--bag", str(bags[0]), "--questions", str(sample / "questions.json"),
         "--perception-model", str(tiny_models.vlm), "--reasoning-model", str(tiny_models.lm),

@@ -17,6 +17,8 @@ import pytest
 rclpy = pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)")
 
 from embodied_r_ros.core import config as cfg  # noqa: E402
+from conftest import fresh_ros_domain  # noqa: E402
+
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import QuestionItem, SpinningClient, load_questions  # noqa: E402
@@ -49,6 +51,7 @@ def user_text(messages: list[dict]) -> str:
 
 @pytest.fixture(scope="module")
 def split_graph(tiny_models, sample_dir):  # type: ignore[no-untyped-def]
+    fresh_ros_domain()
     with GraphProcesses("split", PARAMS, tiny_overrides(tiny_models), echo=None) as graph, \
             SpinningClient() as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
@@ -79,6 +82,8 @@ def test_sample_bag_to_answer_over_dds(split_graph, sample_dir) -> None:  # type
         "keyframes.max_keyframes"]
     # Every key frame the selector published was described before the answer.
     described = {d.keyframe_index for d in client.descriptions if d.mode != "failed"}
+    failed = [(d.keyframe_index, d.raw_text) for d in client.descriptions if d.mode == "failed"]
+    assert not failed, failed
     assert len(described) == response.keyframes_used
     assert {k.keyframe_index for k in client.keyframes} == described
 

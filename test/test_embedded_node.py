@@ -16,6 +16,8 @@ from action_msgs.msg import GoalStatus  # noqa: E402
 from rclpy.action import ActionClient  # noqa: E402
 
 from embodied_r_ros.action import AnswerSpatial  # noqa: E402
+from conftest import fresh_ros_domain  # noqa: E402
+
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import QuestionItem, SpinningClient  # noqa: E402
@@ -39,7 +41,11 @@ def embedded(tiny_models, sample_dir):  # type: ignore[no-untyped-def]
                  "perception.dtype": "float32", "reasoning.dtype": "float32",
                  "perception.max_new_tokens": 16, "reasoning.max_new_tokens": 4000,
                  "perception.temperature": 0.0, "reasoning.temperature": 0.0,
-                 "perception.use_odometry": True}
+                 "perception.use_odometry": True,
+                 # a long, never-ending generation to cancel (random tiny models may
+                 # otherwise stop early when they happen to emit their end token)
+                 "reasoning.extra_json": json.dumps({"generate_kwargs": {"min_new_tokens": 3900}})}
+    fresh_ros_domain()
     with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph, \
             SpinningClient() as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
@@ -75,26 +81,36 @@ def test_action_streams_feedback_and_cancels(embedded) -> None:  # type: ignore[
     action.destroy()
 
 
-def test_odometry_topic_sets_the_actions_between_key_frames(embedded) -> None:  # type: ignore[no-untyped-def]
-    """With perception.use_odometry, actions come from the replayed /odom poses (the tiny
-    VLM's text never names an action reliably), and they match the scripted path's moves."""
+def test_odometry_topic_sets_the_actions_between_key_frames(embedded, sample_dir) -> None:  # type: ignore[no-untyped-def]
+    """With perception.use_odometry, the action of each key frame is the motion measured
+    from the replayed /odom poses between it and the previous key frame."""
+    from embodied_r_ros.core.odometry import PoseHistory, measured_action
+    from embodied_r_ros.nodes.conversions import stamp_to_seconds
+
     _graph, client = embedded
+    history = PoseHistory(max_age_s=1e6)
+    for pose in read_odometry(sample_dir / "sample.mcap"):
+        history.add(pose)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(client.descriptions) < 4:
         time.sleep(0.2)
-    later = [d for d in client.descriptions if d.keyframe_index > 0 and d.mode != "failed"]
-    assert len(later) >= 3
-    measured = [d for d in later if d.action_source == "odometry"]
-    assert len(measured) >= len(later) - 1, [(d.action, d.action_source) for d in later]
-    assert {d.action for d in measured} <= {"move forward", "rotate left", "rotate right",
-                                             "move backward", "move left", "move right"}
-    assert {"rotate left", "rotate right"} & {d.action for d in measured}
+    by_index = {d.keyframe_index: d for d in client.descriptions if d.mode != "failed"}
+    pairs = [(by_index[i - 1], by_index[i]) for i in sorted(by_index) if i - 1 in by_index]
+    assert len(pairs) >= 2
+    for previous, current in pairs:
+        expected = measured_action(history, stamp_to_seconds(previous.header.stamp),
+                                   stamp_to_seconds(current.header.stamp))
+        assert expected is not None
+        assert (current.action, current.action_source) == (expected, "odometry")
 
 
 def test_status_and_reset_episode(embedded) -> None:  # type: ignore[no-untyped-def]
     _graph, client = embedded
     status = json.loads(client.call_trigger("status").message)
-    assert status["keyframes"] >= 1 and status["frames_received"] > 50
+    # Camera input is best-effort (sensor-data QoS): under CPU load some frames are
+    # dropped by design, so only the ordering of the counts is exact.
+    assert status["frames_received"] >= status["frames_sampled"] >= status["keyframes"] >= 1
+    assert status["frames_received"] >= 10
     old_episode = status["episode_id"]
     reset = client.call_trigger("reset_episode")
     assert reset.success and old_episode not in reset.message
@@ -107,6 +123,7 @@ def test_status_and_reset_episode(embedded) -> None:  # type: ignore[no-untyped-
 def test_missing_model_stops_the_node_with_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
     missing = tmp_path / "no_such_model"
     overrides = {"perception.model": str(missing), "reasoning.model": str(missing)}
+    fresh_ros_domain()
     with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph:
         code = graph.nodes[0].process.wait(timeout=120)
         time.sleep(0.2)

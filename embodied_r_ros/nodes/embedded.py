@@ -20,6 +20,7 @@ from embodied_r_ros.nodes.camera_input import CameraInput
 from embodied_r_ros.nodes.conversions import description_to_msg, keyframe_event_to_msg
 from embodied_r_ros.nodes.node_runtime import forward_python_logging, run_node
 from embodied_r_ros.nodes.odometry_input import OdometryInput
+from embodied_r_ros.nodes.qos import DESCRIPTION_QOS, KEYFRAME_QOS
 from embodied_r_ros.nodes.question_server import QuestionServer
 from embodied_r_ros.nodes.ros_params import declare_parameters
 
@@ -35,9 +36,10 @@ class EmbodiedRNode(Node):
             f"{params['perception.model'] or '<unset>'}, reasoning "
             f"{params['reasoning.backend']}:{params['reasoning.model'] or '<unset>'}")
         perceiver, reasoner = load_models(params)
-        self.keyframe_pub = self.create_publisher(KeyFrameMsg, params["topics.keyframes"], 10)
+        self.keyframe_pub = self.create_publisher(KeyFrameMsg, params["topics.keyframes"],
+                                                  KEYFRAME_QOS)
         self.description_pub = self.create_publisher(
-            FrameDescriptionMsg, params["topics.descriptions"], 50)
+            FrameDescriptionMsg, params["topics.descriptions"], DESCRIPTION_QOS)
         self.odometry = OdometryInput(self, params) if params["perception.use_odometry"] else None
         self.pipeline = EmbodiedRPipeline(
             params, perceiver, reasoner,

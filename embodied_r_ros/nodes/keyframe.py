@@ -24,6 +24,7 @@ from embodied_r_ros.msg import KeyFrame as KeyFrameMsg
 from embodied_r_ros.nodes.camera_input import CameraInput
 from embodied_r_ros.nodes.conversions import keyframe_event_to_msg
 from embodied_r_ros.nodes.node_runtime import forward_python_logging, run_node
+from embodied_r_ros.nodes.qos import KEYFRAME_QOS
 from embodied_r_ros.nodes.ros_params import declare_parameters
 
 
@@ -38,7 +39,8 @@ class KeyFrameNode(Node):
         self.episode_id = uuid.uuid4().hex[:12]
         self.last_index = -1
         self._lock = threading.Lock()
-        self.publisher = self.create_publisher(KeyFrameMsg, self.params["topics.keyframes"], 50)
+        self.publisher = self.create_publisher(KeyFrameMsg, self.params["topics.keyframes"],
+                                               KEYFRAME_QOS)
         self.camera = CameraInput(self, self.params, self._on_frame)
         group = ReentrantCallbackGroup()
         self.create_service(Trigger, "reset_episode", self._on_reset, callback_group=group)

@@ -9,7 +9,6 @@ error in raw_text, so the reasoning node never waits for a frame that will not c
 from __future__ import annotations
 
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from embodied_r_ros.core.backends.factory import make_perceiver
 from embodied_r_ros.core.backends.model_spec import ModelSpec
@@ -28,6 +27,7 @@ from embodied_r_ros.nodes.conversions import (
 )
 from embodied_r_ros.nodes.node_runtime import forward_python_logging, run_node
 from embodied_r_ros.nodes.odometry_input import OdometryInput
+from embodied_r_ros.nodes.qos import DESCRIPTION_QOS, KEYFRAME_QOS
 from embodied_r_ros.nodes.ros_params import declare_parameters
 
 
@@ -46,15 +46,14 @@ class PerceptionNode(Node):
         self.odometry = OdometryInput(self, params) if params["perception.use_odometry"] else None
         self.memory = EpisodeMemory("")
         self.publisher = self.create_publisher(FrameDescriptionMsg,
-                                               params["topics.descriptions"], 50)
+                                               params["topics.descriptions"], DESCRIPTION_QOS)
         self.worker = PerceptionWorker(
             perceiver, self.memory, settings=generation_settings(params, "perception"),
             motion_source=self.odometry.motion_label if self.odometry else None,
             on_description=self._publish)
         self.episode_id = ""
-        reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         self.subscription = self.create_subscription(KeyFrameMsg, params["topics.keyframes"],
-                                                     self._on_keyframe, reliable)
+                                                     self._on_keyframe, KEYFRAME_QOS)
         self.get_logger().info("ready")
 
     def _on_keyframe(self, msg: KeyFrameMsg) -> None:

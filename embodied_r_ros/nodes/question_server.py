@@ -19,6 +19,7 @@ from embodied_r_ros.core.errors import ErrorCode
 from embodied_r_ros.core.question_answering import AnswerResult
 from embodied_r_ros.msg import SpatialAnswer
 from embodied_r_ros.nodes.conversions import answer_record, fill_result
+from embodied_r_ros.nodes.qos import EVENT_QOS
 from embodied_r_ros.srv import AskSpatial
 
 
@@ -40,8 +41,8 @@ class QuestionServer:
         self.node = node
         self.ask = ask
         group = ReentrantCallbackGroup()
-        self.answers_pub = node.create_publisher(SpatialAnswer, answers_topic, 10)
-        self.prompt_pub = node.create_publisher(String, answers_topic + "/prompt", 10)
+        self.answers_pub = node.create_publisher(SpatialAnswer, answers_topic, EVENT_QOS)
+        self.prompt_pub = node.create_publisher(String, answers_topic + "/prompt", EVENT_QOS)
         self.service = node.create_service(AskSpatial, service_name, self._on_service,
                                            callback_group=group)
         self.action = ActionServer(node, AnswerSpatial, action_name,

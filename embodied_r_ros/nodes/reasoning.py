@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
 from embodied_r_ros.core.backends.factory import make_reasoner
@@ -40,6 +39,7 @@ from embodied_r_ros.core.types import TimingInfo
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
 from embodied_r_ros.nodes.conversions import msg_to_description
 from embodied_r_ros.nodes.node_runtime import forward_python_logging, run_node
+from embodied_r_ros.nodes.qos import DESCRIPTION_QOS
 from embodied_r_ros.nodes.question_server import QuestionServer
 from embodied_r_ros.nodes.ros_params import declare_parameters
 
@@ -60,10 +60,9 @@ class ReasoningNode(Node):
         self.progress = ProcessedFrames()
         self._lock = threading.Lock()
         group = ReentrantCallbackGroup()
-        reliable = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
         self.subscription = self.create_subscription(
             FrameDescriptionMsg, self.params["topics.descriptions"], self._on_description,
-            reliable, callback_group=group)
+            DESCRIPTION_QOS, callback_group=group)
         self.sync_client = self.create_client(Trigger, "keyframes/sync", callback_group=group)
         self.questions = QuestionServer(
             self, self.ask, service_name=self.params["services.ask"],
@@ -122,6 +121,7 @@ class ReasoningNode(Node):
                     raise RequestTimeoutError(
                         f"key frame {last} was not described in time; the perception node "
                         "may be down or slower than the key-frame rate")
+            missing = self._wait_for_earlier(last, deadline, should_stop)
             timing.perception_s = time.monotonic() - start
             with self._lock:
                 descriptions = self.memory.descriptions()
@@ -131,11 +131,33 @@ class ReasoningNode(Node):
                                       + list(failures.values())[-1])
             if on_stage is not None:
                 on_stage("reasoning")
-            return self.answerer.answer(question_text, descriptions, episode_id=episode_id,
-                                        deadline=deadline, on_text=on_text,
-                                        should_stop=should_stop, timing=timing)
+            result = self.answerer.answer(question_text, descriptions, episode_id=episode_id,
+                                          deadline=deadline, on_text=on_text,
+                                          should_stop=should_stop, timing=timing)
+            lost = len(failures) + len(missing)
+            if lost and result.success:
+                result.message += (f" ({lost} key frame(s) of this episode have no description "
+                                   "and were left out)")
+            return result
 
         return self.gate.run(timeout_s, handle, self.memory.episode_id)
+
+    MISSING_GRACE_S = 2.0
+
+    def _wait_for_earlier(self, last: int, deadline: float,
+                          should_stop: Callable[[], bool] | None) -> list[int]:
+        """After the last key frame is described, give earlier descriptions still in flight
+        a short grace period; return the indices that never arrived (left out, reported)."""
+        grace_end = min(deadline, time.monotonic() + self.MISSING_GRACE_S)
+        missing = [i for i in range(last) if not self.progress.is_processed(i)]
+        for index in missing:
+            self.progress.wait_for(index, max(0.0, grace_end - time.monotonic()), should_stop)
+        missing = [i for i in missing if not self.progress.is_processed(i)]
+        if missing:
+            self.get_logger().warning(
+                f"descriptions of key frames {missing} never arrived; answering without them "
+                "(check the perception node's log and the descriptions topic QoS)")
+        return missing
 
     def close(self) -> None:
         self.answerer.reasoner.close()

@@ -68,7 +68,9 @@ class ModelSpec:
             tensor_parallel_size, gpu_memory_utilization, max_model_len,
             limit_mm_per_prompt). transformers: passed to `from_pretrained` of the model
             (e.g. attn_implementation, device_map), except `processor_kwargs`, a mapping
-            for `AutoProcessor.from_pretrained` (e.g. {size: {shortest_edge: 3136, longest_edge: 401408}}). openai:
+            for `AutoProcessor.from_pretrained` (e.g. {size: {shortest_edge: 3136,
+            longest_edge: 401408}}), and `generate_kwargs`, a mapping added to every
+            `model.generate` call (e.g. {repetition_penalty: 1.05}). openai:
             `image_format` (png|jpeg), `jpeg_quality`, `check_model_on_start` (bool) are
             read by the client; every other key is added to the request body.
     """

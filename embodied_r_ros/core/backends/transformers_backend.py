@@ -218,7 +218,8 @@ class _TransformersBase:
 
     def _model_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"dtype": self.dtype, "trust_remote_code": self.spec.trust_remote_code}
-        kwargs.update({k: v for k, v in self.spec.extra.items() if k != "processor_kwargs"})
+        kwargs.update({k: v for k, v in self.spec.extra.items()
+                       if k not in ("processor_kwargs", "generate_kwargs")})
         return kwargs
 
     def _processor_kwargs(self) -> dict[str, Any]:
@@ -250,6 +251,8 @@ class _TransformersBase:
 
         watchdog = _Watchdog(should_stop, self.spec.timeout_s)
         kwargs = generation_kwargs(settings, eos, pad)
+        # `extra.generate_kwargs` (e.g. {"repetition_penalty": 1.05}) reach model.generate.
+        kwargs.update(self.spec.extra.get("generate_kwargs") or {})
         with self._lock:
             if self._closed:
                 raise self._error_cls(f"{self.name}: backend is closed")
