@@ -5,9 +5,11 @@ discovery finishes after the first messages, which happens at start-up) still re
 the recent history, so no description is missing from the reasoning prompt. Volatile
 subscribers (e.g. `ros2 topic echo`) stay compatible; they just get no history.
 
-Key frames carry images and stay volatile: with transient-local durability, publishing
-them slowed the camera path enough that the embedded node dropped most camera frames in
-the tests (measured: 45 of 321 frames received at 8x replay, versus all of them).
+Key frames carry images and stay volatile: a history of them would be replayed to every
+late subscriber (dashboards included) at a real cost in bandwidth, and only the
+perception node needs them live. In tests, a transient-local key-frame topic coincided
+with the embedded node dropping most camera frames at 8x replay; that was not
+investigated further.
 """
 
 from __future__ import annotations
