@@ -80,12 +80,15 @@ def test_sample_bag_to_answer_over_dds(split_graph, sample_dir) -> None:  # type
     params = cfg.load_parameters(PARAMS)
     assert params["keyframes.min_keyframes"] <= response.keyframes_used <= params[
         "keyframes.max_keyframes"]
-    # Every key frame the selector published was described before the answer.
     described = {d.keyframe_index for d in client.descriptions if d.mode != "failed"}
     failed = [(d.keyframe_index, d.raw_text) for d in client.descriptions if d.mode == "failed"]
     assert not failed, failed
-    assert len(described) == response.keyframes_used
-    assert {k.keyframe_index for k in client.keyframes} == described
+    # The answer used every key frame selected up to the question, all described. (The
+    # key-frame node may still be working through queued camera frames when the question
+    # arrives, so key frames published after it are not part of this answer.)
+    assert "left out" not in response.message, response.message
+    assert described >= set(range(response.keyframes_used))
+    assert {k.keyframe_index for k in client.keyframes} >= set(range(response.keyframes_used))
 
     # The prompt the LM received has one line per key frame, in order.
     deadline = time.monotonic() + 10

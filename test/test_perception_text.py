@@ -167,3 +167,15 @@ def test_any_marker_style_roundtrips(mark, action, obs):
     parsed = parse_frame_description(text, first=False)
     assert parsed.action == action
     assert parsed.observation == " ".join(obs.split())
+
+
+def test_memory_put_adds_or_replaces_by_index() -> None:
+    from embodied_r_ros.core.memory import EpisodeMemory
+    from embodied_r_ros.core.types import FrameDescription
+
+    memory = EpisodeMemory("e")
+    memory.put(FrameDescription(2, "two"))
+    memory.put(FrameDescription(0, "zero"))
+    memory.put(FrameDescription(2, "two again"))
+    assert [(d.keyframe_index, d.observation) for d in memory.descriptions()] == [
+        (0, "zero"), (2, "two again")]

@@ -130,6 +130,18 @@ class EpisodeMemory:
             self._items, self._keys = items, keys
             return True
 
+    def put(self, description: FrameDescription) -> None:
+        """Add, or replace the description with the same key-frame index (a key frame
+        delivered twice, e.g. replayed to a restarted node, is described once in memory)."""
+        with self._lock:
+            key = description.keyframe_index
+            pos = bisect.bisect_left(self._keys, key)
+            if pos < len(self._keys) and self._keys[pos] == key:
+                self._items[pos] = description
+            else:
+                self._keys.insert(pos, key)
+                self._items.insert(pos, description)
+
     def get(self, keyframe_index: int) -> FrameDescription | None:
         """The description of one key frame, or None."""
         with self._lock:

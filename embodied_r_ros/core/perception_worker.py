@@ -149,7 +149,7 @@ class PerceptionWorker:
                 if description.mode == "failed":
                     self.progress.mark_failed(job.keyframe_index, description.raw_text)
                 else:
-                    self.memory.add(description)
+                    self.memory.put(description)
                     self.progress.mark_done(job.keyframe_index)
             if self.on_description is not None:
                 try:

@@ -78,7 +78,7 @@ class ReasoningNode(Node):
             if msg.mode == "failed":
                 self.progress.mark_failed(msg.keyframe_index, msg.raw_text)
             else:
-                self.memory.add(msg_to_description(msg))
+                self.memory.put(msg_to_description(msg))
                 self.progress.mark_done(msg.keyframe_index)
 
     def _sync(self, deadline: float) -> tuple[str, int]:
