@@ -235,7 +235,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-
     from embodied_r_training.config import read_yaml_config
 
     args = build_parser().parse_args(argv)

@@ -327,7 +327,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-
     from embodied_r_ros.core.backends.factory import make_perceiver
     from embodied_r_ros.core.backends.model_spec import ModelSpec
     from embodied_r_ros.core.keyframes import KeyFrameParams

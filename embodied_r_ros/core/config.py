@@ -241,12 +241,6 @@ def model_spec_dict(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return spec
 
 
-def section(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """All parameters under `prefix.` with the prefix removed."""
-    cut = len(prefix) + 1
-    return {k[cut:]: v for k, v in params.items() if k.startswith(prefix + ".")}
-
-
 def docs_table(specs: Iterable[ParamSpec] = PARAMETERS) -> str:
     """Markdown table of every parameter (used for the README)."""
     rows = ["| parameter | default | description |", "|---|---|---|"]

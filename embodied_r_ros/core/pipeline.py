@@ -38,8 +38,8 @@ from embodied_r_ros.core.question_answering import (
     AnswerResult,
     QuestionAnswerer,
     QuestionGate,
-    validate_question,
 )
+from embodied_r_ros.core.reasoning_prompts import format_question
 from embodied_r_ros.core.types import (
     Frame,
     FrameDescription,
@@ -164,7 +164,7 @@ class EmbodiedRPipeline:
         """Answer one question about the current episode. Never raises."""
 
         def handle(deadline: float, timing: TimingInfo) -> AnswerResult:
-            question_text = validate_question(question, choices)
+            question_text = format_question(question, list(choices) or None)
             if self.mode == "streaming":
                 descriptions = self._streaming_descriptions(deadline, on_stage, should_stop,
                                                             timing)

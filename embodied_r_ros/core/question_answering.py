@@ -21,7 +21,6 @@ from embodied_r_ros.core.errors import (
     CancelledError,
     EmbodiedRError,
     ErrorCode,
-    InvalidRequestError,
     NoKeyFramesError,
     RequestTimeoutError,
 )
@@ -30,10 +29,14 @@ from embodied_r_ros.core.memory import render_video_text
 from embodied_r_ros.core.reasoning_prompts import (
     OPTION_LETTERS,
     build_reasoning_messages,
-    format_question,
     parse_choices,
 )
-from embodied_r_ros.core.types import ChatMessage, FrameDescription, GenerationSettings, TimingInfo
+from embodied_r_ros.core.types import (
+    ChatMessage,
+    FrameDescription,
+    GenerationSettings,
+    TimingInfo,
+)
 
 LOG = logging.getLogger("embodied_r_ros.qa")
 
@@ -69,19 +72,6 @@ def select_for_prompt(descriptions: Sequence[FrameDescription],
     return [descriptions[i] for i in keep]
 
 
-def validate_question(question: str, choices: Sequence[str]) -> str:
-    """Return the formatted question text or raise InvalidRequestError."""
-    if not question or not question.strip():
-        raise InvalidRequestError("the question is empty; send the question text "
-                                  "(choices are optional)")
-    if len(choices) > len(OPTION_LETTERS):
-        raise InvalidRequestError(f"{len(choices)} choices given; at most "
-                                  f"{len(OPTION_LETTERS)} (A-{OPTION_LETTERS[-1]}) are supported")
-    if any(not c.strip() for c in choices):
-        raise InvalidRequestError("a choice is empty; remove it or give it text")
-    return format_question(question, list(choices) or None)
-
-
 class QuestionAnswerer:
     """Reasoning step: memory text + question -> parsed answer."""
 
@@ -96,7 +86,7 @@ class QuestionAnswerer:
                on_text: TextCallback | None = None,
                should_stop: Callable[[], bool] | None = None,
                timing: TimingInfo | None = None) -> AnswerResult:
-        """Answer an already formatted question (see `validate_question`)."""
+        """Answer an already formatted question (`reasoning_prompts.format_question`)."""
         timing = timing or TimingInfo()
         if not descriptions:
             err = NoKeyFramesError("no key frame of this episode has been described yet; "

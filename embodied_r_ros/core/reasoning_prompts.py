@@ -115,7 +115,7 @@ def _strip_own_letter(choice: str, letter: str) -> str:
 def format_question(question: str, choices: Sequence[str] | None = None) -> str:
     """Canonical question text (see the module docstring for every rule)."""
     if not isinstance(question, str) or not question.strip():
-        raise InvalidRequestError("the question is empty")
+        raise InvalidRequestError("the question is empty; send the question text (choices are optional)")
     label = _CHOICES_LABEL.search(question)
     embedded: list[tuple[str, str]] = []
     embedded_block = ""
@@ -125,7 +125,7 @@ def format_question(question: str, choices: Sequence[str] | None = None) -> str:
         question = question[: label.start()]
     stem = _clean_stem(question)
     if not stem:
-        raise InvalidRequestError("the question is empty")
+        raise InvalidRequestError("the question is empty; send the question text (choices are optional)")
 
     given: list[str] = []
     for i, choice in enumerate(choices or []):

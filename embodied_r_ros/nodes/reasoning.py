@@ -33,8 +33,8 @@ from embodied_r_ros.core.question_answering import (
     AnswerResult,
     QuestionAnswerer,
     QuestionGate,
-    validate_question,
 )
+from embodied_r_ros.core.reasoning_prompts import format_question
 from embodied_r_ros.core.types import TimingInfo
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
 from embodied_r_ros.nodes.conversions import msg_to_description
@@ -99,7 +99,7 @@ class ReasoningNode(Node):
             on_stage: Callable[[str], None] | None = None,
             should_stop: Callable[[], bool] | None = None) -> AnswerResult:
         def handle(deadline: float, timing: TimingInfo) -> AnswerResult:
-            question_text = validate_question(question, choices)
+            question_text = format_question(question, list(choices) or None)
             episode_id, last = self._sync(deadline)
             if last < 0:
                 raise NoKeyFramesError("no camera frame has been received in this episode; "
