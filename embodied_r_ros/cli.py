@@ -11,6 +11,13 @@ import importlib
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "launch": (
+        "embodied_r_ros.graph_processes",
+        "start the node graph like `ros2 launch embodied_r_ros embodied_r.launch.py`",
+    ),
+    "ask": ("embodied_r_ros.client_cli:ask", "ask a running graph a question"),
+    "reset": ("embodied_r_ros.client_cli:reset", "start a new episode on a running graph"),
+    "status": ("embodied_r_ros.client_cli:status", "print a running graph's status"),
     "keyframes": (
         "embodied_r_ros.core.keyframes_cli",
         "print the key frames chosen from a video file (for tuning thresholds)",
@@ -52,8 +59,10 @@ def dispatch(prog: str, subcommands: dict[str, tuple[str, str]], argv: list[str]
     if name not in subcommands:
         print(f"{prog}: unknown command {name!r}\n\n{usage(prog, subcommands)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(subcommands[name][0])
-    return int(module.main(rest) or 0)
+    target = subcommands[name][0]
+    module_name, _, function = target.partition(":")
+    module = importlib.import_module(module_name)
+    return int(getattr(module, function or "main")(rest) or 0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,84 +1,90 @@
-"""Start the node graph as child processes, without `ros2 launch`.
+"""Start the node graph as child processes, where `ros2 launch` is not installed.
 
 `ros2 launch embodied_r_ros embodied_r.launch.py` is the way on a robot. Where launch_ros
-is not installed (the PyPI-wheel ROS used by CI and the demo), this module starts the same
-node executables with the same parameter file and the same overrides, and stops them
-cleanly. It only builds command lines and manages processes; it does not import rclpy.
+is missing (the PyPI-wheel ROS of CI and the demo), this module starts the SAME installed
+executables (`<prefix>/lib/embodied_r_ros/<name>`, what `ros2 run` starts) with the same
+arguments, both taken from the one graph definition in `embodied_r_ros.graph`, echoes
+their output with a prefix, and stops them cleanly (SIGINT, then SIGKILL after a grace
+period). It does not import rclpy. `embodied-r launch` is its command-line form.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-# node module -> default node name (the launch file uses the same names)
-EMBEDDED = [("embodied_r_ros.nodes.embedded", "embodied_r")]
-SPLIT = [("embodied_r_ros.nodes.keyframe", "keyframe_selector"),
-         ("embodied_r_ros.nodes.perception", "perception"),
-         ("embodied_r_ros.nodes.reasoning", "reasoning")]
-
-
-def _ros_value(value: Any) -> str:
-    """A `-p name:=value` value: ROS parses it as YAML, so strings are double-quoted
-    (JSON string syntax is valid YAML) to keep paths, numbers-as-text and JSON text as
-    strings."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    return repr(value)
-
-
-def node_command(module: str, name: str, params_file: Path | None,
-                 overrides: Mapping[str, Any]) -> list[str]:
-    cmd = [sys.executable, "-m", module, "--ros-args", "-r", f"__node:={name}"]
-    if params_file is not None:
-        cmd += ["--params-file", str(params_file)]
-    for key, value in overrides.items():
-        cmd += ["-p", f"{key}:={_ros_value(value)}"]
-    return cmd
+from embodied_r_ros.graph import (
+    GraphDefinitionError,
+    NodeLaunch,
+    command_line,
+    graph_launch,
+    parse_launch_arguments,
+)
 
 
 @dataclass
 class NodeProcess:
-    name: str
+    launch: NodeLaunch
     process: subprocess.Popen[str]
-    lines: list[str] = field(default_factory=list)
+    lines: deque[str] = field(default_factory=lambda: deque(maxlen=5000))
+
+    @property
+    def name(self) -> str:
+        return self.launch.name
 
 
 class GraphProcesses:
-    """Context manager: the graph's node processes, their output echoed with a prefix."""
+    """Context manager: the graph's node processes, their output echoed with a prefix.
 
-    def __init__(self, graph: str, params_file: Path | None, overrides: Mapping[str, Any],
-                 *, env: Mapping[str, str] | None = None, echo: IO[str] | None = sys.stdout) -> None:
-        if graph not in {"embedded", "split"}:
-            raise ValueError(f"graph must be 'embedded' or 'split', not {graph!r}")
-        self.specs = EMBEDDED if graph == "embedded" else SPLIT
-        self.params_file = params_file
-        self.overrides = dict(overrides)
+    `GraphProcesses("split", params_file, overrides)` starts the nodes of that graph with
+    the parameter file and parameter overrides; any other launch argument of
+    `embodied_r_ros.graph.graph_launch` can be passed by keyword.
+    """
+
+    def __init__(self, graph: str = "embedded", params_file: str | Path | None = None,
+                 overrides: Mapping[str, Any] | None = None, *,
+                 env: Mapping[str, str] | None = None, echo: IO[str] | None = sys.stdout,
+                 **launch_arguments: Any) -> None:
+        self.launches = graph_launch(graph, params_file=str(params_file or ""),
+                                     overrides=dict(overrides or {}), **launch_arguments)
         self.env = dict(os.environ if env is None else env)
         self.echo = echo
         self.nodes: list[NodeProcess] = []
         self._echo_lock = threading.Lock()
 
     def __enter__(self) -> GraphProcesses:
-        for module, name in self.specs:
-            proc = subprocess.Popen(node_command(module, name, self.params_file, self.overrides),
-                                    env=self.env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, bufsize=1)
-            node = NodeProcess(name, proc)
-            threading.Thread(target=self._pump, args=(node,), daemon=True).start()
-            self.nodes.append(node)
+        try:
+            for launch in self.launches:
+                self.start(launch)
+        except BaseException:
+            self.stop()
+            raise
         return self
+
+    def start(self, launch: NodeLaunch) -> NodeProcess:
+        """Start (or restart) one node's process."""
+        proc = subprocess.Popen(command_line(launch), env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                start_new_session=True)
+        node = NodeProcess(launch, proc)
+        threading.Thread(target=self._pump, args=(node,), daemon=True).start()
+        self.nodes = [n for n in self.nodes if n.name != launch.name] + [node]
+        return node
+
+    def node(self, name: str) -> NodeProcess:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
 
     def _pump(self, node: NodeProcess) -> None:
         assert node.process.stdout is not None
@@ -94,11 +100,11 @@ class GraphProcesses:
         for node in self.nodes:
             code = node.process.poll()
             if code is not None:
-                tail = "\n".join(node.lines[-15:])
+                tail = "\n".join(list(node.lines)[-15:])
                 raise RuntimeError(f"node {node.name} exited with code {code}:\n{tail}")
 
     def output(self) -> str:
-        return "\n".join(f"[{n.name}] {line}" for n in self.nodes for line in n.lines)
+        return "\n".join(f"[{n.name}] {line}" for n in self.nodes for line in list(n.lines))
 
     def stop(self, timeout_s: float = 10.0) -> None:
         for node in self.nodes:
@@ -112,5 +118,47 @@ class GraphProcesses:
                 node.process.kill()
                 node.process.wait(timeout=5)
 
+    def kill(self, name: str) -> None:
+        """SIGKILL one node (tests: a peer that dies without saying goodbye)."""
+        node = self.node(name)
+        node.process.kill()
+        node.process.wait(timeout=10)
+
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`embodied-r launch [name:=value ...]`: start the graph like `ros2 launch` and run
+    until Ctrl-C (or until a node exits, whose code is returned)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in {"-h", "--help"} for a in args):
+        from embodied_r_ros import graph
+
+        print("usage: embodied-r launch [name:=value ...]\n\nStarts the installed node "
+              "executables exactly as `ros2 launch embodied_r_ros embodied_r.launch.py` "
+              "does.\n" + graph.__doc__.split("Launch arguments", 1)[1])
+        return 0
+    try:
+        arguments = parse_launch_arguments(args)
+        graph_processes = GraphProcesses(arguments.pop("graph", "embedded"),
+                                         arguments.pop("params_file", ""), **arguments)
+    except GraphDefinitionError as exc:
+        print(f"embodied-r launch: {exc}", file=sys.stderr)
+        return 2
+    with graph_processes as graph:
+        try:
+            while True:
+                for node in graph.nodes:
+                    code = node.process.poll()
+                    if code is not None:
+                        print(f"embodied-r launch: node {node.name} exited with code {code}",
+                              file=sys.stderr)
+                        return code
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

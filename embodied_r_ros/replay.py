@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -19,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
-from rclpy.executors import MultiThreadedExecutor
-from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 
+from embodied_r_ros.client import GraphClient, spinning, wait_future
 from embodied_r_ros.msg import FrameDescription, KeyFrame, SpatialAnswer
 from embodied_r_ros.nodes.conversions import rgb_to_image_msg, seconds_to_stamp
 from embodied_r_ros.nodes.qos import DESCRIPTION_QOS, EVENT_QOS, KEYFRAME_QOS
@@ -75,15 +73,15 @@ def odometry_msg(pose: Any) -> Odometry:
     return msg
 
 
-class ReplayClient(Node):
-    """Publishes frames and asks questions; records what the graph publishes."""
+class ReplayClient(GraphClient):
+    """Publishes frames and odometry, asks questions; records what the graph publishes."""
 
     def __init__(self, camera_topic: str = "/camera/image_raw", *, ask_service: str = "ask",
                  keyframes_topic: str = "keyframes",
                  descriptions_topic: str = "frame_descriptions",
                  answers_topic: str = "answers", odometry_topic: str = "/odom",
-                 name: str = "embodied_r_replay") -> None:
-        super().__init__(name)
+                 name: str = "embodied_r_replay", **client_kwargs: Any) -> None:
+        super().__init__(name, ask_service=ask_service, **client_kwargs)
         self.camera_pub = self.create_publisher(Image, camera_topic, qos_profile_sensor_data)
         self.odometry_pub = self.create_publisher(Odometry, odometry_topic, 1000)
         self.keyframes: list[KeyFrame] = []
@@ -96,7 +94,6 @@ class ReplayClient(Node):
         self.create_subscription(SpatialAnswer, answers_topic, self.answers.append, EVENT_QOS)
         self.create_subscription(String, answers_topic + "/prompt",
                                  lambda m: self.prompts.append(json.loads(m.data)), EVENT_QOS)
-        self.ask_client = self.create_client(AskSpatial, ask_service)
         self.published = 0
 
     # -- frames ---------------------------------------------------------------------------
@@ -132,38 +129,26 @@ class ReplayClient(Node):
             self.odometry_pub.publish(odometry_msg(pose))
         return self.published
 
-    # -- services ----------------------------------------------------------------------------
     def wait_for_graph(self, timeout_s: float, alive_check=None) -> None:  # type: ignore[no-untyped-def]
-        """Wait until the AskSpatial service and a camera subscriber exist."""
+        """Wait until the graph serves questions and subscribes to the camera topic."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        super().wait_for_graph(timeout_s, alive_check)
+        while self.camera_pub.get_subscription_count() == 0:
             if alive_check is not None:
                 alive_check()
-            if self.ask_client.service_is_ready() and self.camera_pub.get_subscription_count() > 0:
-                return
-            time.sleep(0.2)
-        raise TimeoutError(f"the graph did not come up within {timeout_s:.0f}s (no "
-                           "AskSpatial service or no camera subscriber)")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the graph did not subscribe to the camera topic within "
+                                   f"{timeout_s:.0f}s")
+            time.sleep(0.1)
 
-    def ask(self, item: QuestionItem, timeout_s: float = 300.0) -> AskSpatial.Response:
-        request = AskSpatial.Request(question=item.question, choices=item.choices,
-                                     timeout_s=float(timeout_s))
-        done = threading.Event()
-        future = self.ask_client.call_async(request)
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout=timeout_s + 30.0):
-            raise TimeoutError(f"no AskSpatial response within {timeout_s + 30:.0f}s")
-        return future.result()
+    def ask_item(self, item: QuestionItem, timeout_s: float = 300.0) -> AskSpatial.Response:
+        return self.ask(item.question, item.choices, timeout_s)
 
     def call_trigger(self, service: str, timeout_s: float = 10.0) -> Trigger.Response:
         client = self.create_client(Trigger, service)
         if not client.wait_for_service(timeout_sec=timeout_s):
             raise TimeoutError(f"service {service} not available")
-        done = threading.Event()
-        future = client.call_async(Trigger.Request())
-        future.add_done_callback(lambda _f: done.set())
-        done.wait(timeout=timeout_s)
-        return future.result()
+        return wait_future(client.call_async(Trigger.Request()), timeout_s, service)
 
 
 class SpinningClient:
@@ -171,27 +156,18 @@ class SpinningClient:
 
     def __init__(self, **kwargs: Any) -> None:
         self.kwargs = kwargs
-        self.node: ReplayClient | None = None
-        self._executor: MultiThreadedExecutor | None = None
-        self._thread: threading.Thread | None = None
-        self._owns_context = False
+        self._session: Any = None
 
     def __enter__(self) -> ReplayClient:
-        if not rclpy.ok():
+        self._owns = not rclpy.ok()
+        if self._owns:
             rclpy.init()
-            self._owns_context = True
-        self.node = ReplayClient(**self.kwargs)
-        self._executor = MultiThreadedExecutor(num_threads=2)
-        self._executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
-        self._thread.start()
-        return self.node
+        self._session = spinning(ReplayClient(**self.kwargs))
+        return self._session.__enter__()
 
     def __exit__(self, *exc: object) -> None:
-        assert self._executor is not None and self.node is not None
-        self._executor.shutdown(timeout_sec=2.0)
-        self.node.destroy_node()
-        if self._owns_context and rclpy.ok():
+        self._session.__exit__(*exc)
+        if self._owns and rclpy.ok():
             rclpy.shutdown()
 
 
@@ -247,7 +223,7 @@ def ask_all(client: ReplayClient, items: Sequence[QuestionItem],
             timeout_s: float = 300.0) -> ReplaySummary:
     summary = ReplaySummary()
     for item in items:
-        response = client.ask(item, timeout_s)
+        response = client.ask_item(item, timeout_s)
         has_letters = bool(item.choices) or "choices:" in item.question.lower()
         correct = (response.success and response.answer.strip().upper() == item.answer.strip().upper()
                    ) if item.answer and has_letters else None

@@ -56,8 +56,11 @@ fi
 
 # colcon build, re-run only when what it builds changed. Python code is used from the
 # source tree during development (scripts/env.sh puts it first on PYTHONPATH).
-build_inputs=(package.xml CMakeLists.txt msg/* srv/* action/* launch/* config/* scripts/*_node)
-want="$(hash_of "${build_inputs[@]}"; find embodied_r_ros -name '*.py' | sort | hash_of /dev/stdin)"
+# The stamp covers the names AND contents of everything colcon installs.
+build_inputs=(package.xml CMakeLists.txt msg/* srv/* action/* launch/*.py scripts/*_node)
+want="$( (printf '%s\n' "${build_inputs[@]}"; cat "${build_inputs[@]}";
+          find embodied_r_ros config -type f \( -name '*.py' -o -name '*.yaml' \) | sort |
+          while read -r f; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -c1-16)"
 if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/embodied_r_ros/share/embodied_r_ros/package.xml" ]; then
   log "building the ROS 2 package with colcon (interfaces, Python package, launch, config)"
   mkdir -p "$WS/src"

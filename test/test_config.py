@@ -91,11 +91,25 @@ def test_readme_documents_every_parameter() -> None:
         assert f"`{spec.name}`" in readme, f"README lacks {spec.name}"
 
 
-def test_launch_file_and_node_scripts_compile() -> None:
-    """launch_ros is not on PyPI: the launch file can only be compiled here."""
-    import py_compile
+def test_yaml_file_is_the_rendered_table() -> None:
+    """config/embodied_r.yaml is generated from the table: no drift in values or text."""
+    assert YAML.read_text() == cfg.render_yaml(), (
+        "regenerate with: python -m embodied_r_ros.core.config --write-yaml")
 
-    py_compile.compile(str(REPO / "launch" / "embodied_r.launch.py"), doraise=True)
-    for script in (REPO / "scripts").glob("*_node"):
-        py_compile.compile(str(script), doraise=True)
-        assert "from embodied_r_ros.nodes." in script.read_text()
+
+@pytest.mark.parametrize("setup", sorted(p.stem for p in (REPO / "config" / "models").glob("*.yaml")))
+def test_model_setups_are_valid_overlays(setup: str) -> None:
+    path = REPO / "config" / "models" / f"{setup}.yaml"
+    params = cfg.load_parameters([YAML, path])
+    overlay = cfg._flatten(yaml.safe_load(path.read_text())["/**"]["ros__parameters"])
+    assert overlay and all(params[k] == v for k, v in overlay.items())
+    assert params["perception.model"] and params["reasoning.model"]
+
+
+def test_parameter_files_apply_in_order(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"qa": {"default_timeout_s": 5.0},
+                                                                  "camera": {"depth": 3}}}}))
+    second.write_text(yaml.safe_dump({"/**": {"ros__parameters": {"qa": {"default_timeout_s": 9.0}}}}))
+    params = cfg.load_parameters([first, second])
+    assert params["qa.default_timeout_s"] == 9.0 and params["camera.depth"] == 3

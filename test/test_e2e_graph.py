@@ -60,7 +60,7 @@ def split_graph(tiny_models, sample_dir):  # type: ignore[no-untyped-def]
 
 def test_question_before_any_frame_is_a_typed_failure(split_graph) -> None:  # type: ignore[no-untyped-def]
     _graph, client = split_graph
-    response = client.ask(QuestionItem("Where is the red box?", []), timeout_s=60)
+    response = client.ask_item(QuestionItem("Where is the red box?", []), timeout_s=60)
     assert not response.success
     assert response.error_code == ErrorCode.NO_KEYFRAMES
     assert "camera" in response.message
@@ -71,7 +71,7 @@ def test_sample_bag_to_answer_over_dds(split_graph, sample_dir) -> None:  # type
     published = client.play(frames(sample_dir), rate=4.0)
     assert published > 50
 
-    response = client.ask(QuestionItem("What did I see most recently?", []), timeout_s=240)
+    response = client.ask_item(QuestionItem("What did I see most recently?", []), timeout_s=240)
     graph.check_alive()
     assert response.success, response.message
     assert response.error_code == ErrorCode.OK
@@ -108,7 +108,7 @@ def test_sample_bag_to_answer_over_dds(split_graph, sample_dir) -> None:  # type
     # A multiple-choice question from the sample: a letter among the choices, or a typed
     # "unparseable" failure carrying the raw reply (tiny random models rarely emit tags).
     item = load_questions(sample_dir / "questions.json")[0]
-    mc = client.ask(item, timeout_s=240)
+    mc = client.ask_item(item, timeout_s=240)
     letters = "ABCDEFGH"[: len(item.choices)]
     if mc.success:
         assert mc.answer in letters
@@ -127,8 +127,8 @@ def test_sample_bag_to_answer_over_dds(split_graph, sample_dir) -> None:  # type
 
 def test_invalid_request_is_rejected(split_graph) -> None:  # type: ignore[no-untyped-def]
     _graph, client = split_graph
-    response = client.ask(QuestionItem("  ", []), timeout_s=30)
+    response = client.ask_item(QuestionItem("  ", []), timeout_s=30)
     assert response.error_code == ErrorCode.INVALID_REQUEST
-    too_many = client.ask(QuestionItem("Which?", [str(i) for i in range(9)]), timeout_s=30)
+    too_many = client.ask_item(QuestionItem("Which?", [str(i) for i in range(9)]), timeout_s=30)
     assert too_many.error_code == ErrorCode.INVALID_REQUEST
     assert "at most 8" in too_many.message

@@ -106,17 +106,18 @@ def test_odometry_topic_sets_the_actions_between_key_frames(embedded, sample_dir
 
 def test_status_and_reset_episode(embedded) -> None:  # type: ignore[no-untyped-def]
     _graph, client = embedded
-    status = json.loads(client.call_trigger("status").message)
+    status = client.status()
+    assert status.lifecycle_state == "active" and status.graph == "embedded"
     # Camera input is best-effort (sensor-data QoS): under CPU load some frames are
     # dropped by design, so only the ordering of the counts is exact.
-    assert status["frames_received"] >= status["frames_sampled"] >= status["keyframes"] >= 1
-    assert status["frames_received"] >= 10
-    old_episode = status["episode_id"]
-    reset = client.call_trigger("reset_episode")
+    assert status.frames_received >= status.frames_sampled >= status.keyframes >= 1
+    assert status.frames_received >= 10
+    old_episode = status.episode_id
+    reset = client.reset()
     assert reset.success and old_episode not in reset.message
-    after = json.loads(client.call_trigger("status").message)
-    assert after["keyframes"] == 0 and after["episode_id"] != old_episode
-    response = client.ask(QuestionItem("Where is the door?", []), timeout_s=60)
+    after = client.status()
+    assert after.keyframes == 0 and after.episode_id != old_episode
+    response = client.ask_item(QuestionItem("Where is the door?", []), timeout_s=60)
     assert response.error_code == ErrorCode.NO_KEYFRAMES
 
 

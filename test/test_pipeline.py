@@ -161,9 +161,11 @@ def test_unparseable_timeout_and_cancel_are_typed(clip) -> None:  # type: ignore
         pipeline.close()
 
 
-def test_one_question_at_a_time(clip) -> None:  # type: ignore[no-untyped-def]
-    pipeline = EmbodiedRPipeline(cfg.validate({}), CountingPerceiver(),
-                                 ScriptedReasoner("word " * 50, delay_s=0.02))
+@pytest.mark.parametrize("waiting", [0, 1])
+def test_one_question_at_a_time_and_a_bounded_queue(clip, waiting: int) -> None:  # type: ignore[no-untyped-def]
+    reasoner = ScriptedReasoner("word " * 50, delay_s=0.02)
+    pipeline = EmbodiedRPipeline(cfg.validate({"qa.max_waiting_questions": waiting}),
+                                 CountingPerceiver(), reasoner)
     try:
         feed(pipeline, clip)
         results = []
@@ -172,8 +174,15 @@ def test_one_question_at_a_time(clip) -> None:  # type: ignore[no-untyped-def]
         time.sleep(0.3)
         second = pipeline.ask("B?")
         first.join()
-        assert second.error_code == ErrorCode.BUSY
         assert results[0].success
+        if waiting == 0:
+            assert second.error_code == ErrorCode.BUSY
+            assert "qa.max_waiting_questions" in second.message
+            assert len(reasoner.calls) == 1
+        else:  # B waited for A, then was answered: never two model calls at once
+            assert second.success, second.message
+            assert [c[-1]["content"].rsplit("Question: ", 1)[1] for c in reasoner.calls] == [
+                "A?", "B?"]
     finally:
         pipeline.close()
 
@@ -218,18 +227,26 @@ def test_perception_failures_are_reported_not_hidden(clip) -> None:  # type: ign
         feed(pipeline, clip)
         result = pipeline.ask("Q?")
         assert result.success
-        assert "1 key frame(s) could not be described" in result.message
+        assert "1 key frame(s) of this episode have no description" in result.message
         assert result.keyframes_used == pipeline.status().keyframes - 1
     finally:
         pipeline.close()
 
 
-def test_tracker_forces_current_view_once_and_downscales(clip) -> None:  # type: ignore[no-untyped-def]
-    tracker = KeyFrameTracker(KeyFrameParams(), ring_size=5, max_image_side=160)
+def test_tracker_forces_current_view_once_and_downscales_after_selection(clip) -> None:  # type: ignore[no-untyped-def]
+    tracker = KeyFrameTracker(KeyFrameParams(), ring_size=5, image_max_side=160)
+    full = KeyFrameTracker(KeyFrameParams(), ring_size=5, image_max_side=0)
     events = [tracker.push(Frame(img, t, i)) for i, (img, t) in
               enumerate(zip(clip.frames, clip.stamps_s))]
+    full_events = [full.push(Frame(img, t, i)) for i, (img, t) in
+                   enumerate(zip(clip.frames, clip.stamps_s))]
     kept = [e for e in events if e is not None]
+    # Detection ran on the full frame: the same decisions as without any shrinking...
+    assert [e.sampled_index for e in kept] == [
+        e.sampled_index for e in full_events if e is not None]
+    # ...and the images handed on are shrunk afterwards.
     assert kept[0].reason == "first" and kept[0].frame.image.shape[1] == 160
+    assert clip.frames[0].shape[1] > 160
     assert len(tracker.sampled_frames()) == 5  # bounded ring
     forced = tracker.force_current()
     if kept[-1].sampled_index == tracker.n_sampled - 1:

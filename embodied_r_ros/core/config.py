@@ -10,7 +10,7 @@ same YAML file (`config/embodied_r.yaml`, ROS parameter-file format) through
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,13 +27,15 @@ class ParamSpec:
     description: str
     choices: tuple[str, ...] = ()
     minimum: float | None = None
+    example: str = ""  # shown as an end-of-line comment in the YAML file
 
     @property
     def kind(self) -> type:
         return type(self.default)
 
 
-def _model_params(prefix: str, what: str, temperature: float, max_new_tokens: int) -> list[ParamSpec]:
+def _model_params(prefix: str, what: str, temperature: float, max_new_tokens: int,
+                  example: str) -> list[ParamSpec]:
     return [
         ParamSpec(f"{prefix}.backend", "transformers",
                   f"How the {what} runs: 'transformers' (in-process, CPU or GPU), 'openai' "
@@ -41,7 +43,8 @@ def _model_params(prefix: str, what: str, temperature: float, max_new_tokens: in
                   "'vllm' (in-process vLLM, GPU only).", ("transformers", "openai", "vllm")),
         ParamSpec(f"{prefix}.model", "",
                   f"Model id or local folder of the {what}. Required: an empty or missing "
-                  "model stops the node at start-up with an error."),
+                  "model fails the configure transition with the reason.",
+                  example=example),
         ParamSpec(f"{prefix}.device", "auto",
                   "Device for in-process backends: auto (GPU when present), cpu, cuda, cuda:N."),
         ParamSpec(f"{prefix}.dtype", "auto",
@@ -71,15 +74,25 @@ def _model_params(prefix: str, what: str, temperature: float, max_new_tokens: in
 
 
 PARAMETERS: tuple[ParamSpec, ...] = tuple([
+    # --- node lifecycle ---------------------------------------------------------------
+    ParamSpec("autostart", True,
+              "Bring the node to the active state by itself at start-up (configure, then "
+              "activate). When configuring fails the process exits with code 1 and the "
+              "reason. Set false when a lifecycle manager drives the transitions; the node "
+              "then waits, unconfigured, for a configure request."),
     # --- camera input ---------------------------------------------------------------
     ParamSpec("camera.topic", "/camera/image_raw",
               "Camera topic: sensor_msgs/Image, or sensor_msgs/CompressedImage when "
-              "camera.compressed is true. Subscribed with sensor-data QoS."),
+              "camera.compressed is true."),
     ParamSpec("camera.compressed", False,
               "Subscribe to sensor_msgs/CompressedImage (JPEG/PNG) instead of raw Image."),
-    ParamSpec("camera.max_image_side", 640,
-              "Downscale incoming frames so the longer side is at most this many pixels "
-              "before key-frame selection and perception (0 keeps full size).", minimum=0),
+    ParamSpec("camera.reliability", "best_effort",
+              "QoS reliability of the camera subscription: best_effort (sensor-data QoS, "
+              "matches every camera driver) or reliable (only matches reliable publishers).",
+              ("best_effort", "reliable")),
+    ParamSpec("camera.depth", 5,
+              "QoS history depth of the camera subscription (frames buffered while the "
+              "node is busy; older ones are dropped by DDS).", minimum=1),
     # --- key frames ----------------------------------------------------------------------
     ParamSpec("keyframes.sample_fps", 1.0,
               "Frames per second of stream time (header stamps) kept for key-frame "
@@ -107,18 +120,29 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
               "question only costs the reasoning step. 'on_query': the paper's question-"
               "aware descriptions, made when the question arrives (embedded node only).",
               ("streaming", "on_query")),
-    *_model_params("perception", "vision-language model", 0.1, 1024),
+    *_model_params("perception", "vision-language model", 0.1, 1024,
+                   "e.g. Qwen/Qwen2.5-VL-72B-Instruct or /models/qwen2.5-vl-7b"),
     ParamSpec("perception.max_image_side", 640,
-              "Longest image side sent to the VLM (0 = as received).", minimum=0),
+              "Longest side of the key-frame images kept, published and sent to the VLM "
+              "(0 = full size). Key-frame detection always runs on the full decoded frame; "
+              "the shrink happens after selection.", minimum=0),
+    ParamSpec("perception.max_queue", 64,
+              "Most key frames waiting for the VLM. When perception falls behind, the "
+              "oldest waiting key frame is dropped (counted, reported in answers).",
+              minimum=1),
     ParamSpec("perception.use_odometry", False,
               "Take the motion between key frames from odometry instead of the VLM's guess."),
     ParamSpec("perception.odometry_topic", "/odom",
               "nav_msgs/Odometry topic used when perception.use_odometry is true."),
     # --- reasoning (LM) ------------------------------------------------------------------
-    *_model_params("reasoning", "reasoning language model", 0.0, 1024),
+    *_model_params("reasoning", "reasoning language model", 0.0, 1024,
+                   "e.g. EmbodiedCity/Embodied-R or /models/embodied-r-3b"),
     # --- questions -------------------------------------------------------------------------
     ParamSpec("qa.default_timeout_s", 300.0,
               "Time limit of one question when the request gives none.", minimum=0.1),
+    ParamSpec("qa.max_waiting_questions", 4,
+              "Questions that may wait while one is answered; more fail at once with BUSY "
+              "(action goals are rejected).", minimum=0),
     ParamSpec("qa.include_current_view", True,
               "Make the newest sampled frame the last key frame when a question arrives, so "
               "the answer reflects the current view (the method always keeps the last frame)."),
@@ -129,6 +153,32 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
     ParamSpec("topics.answers", "answers", "Topic where every answer is published."),
     ParamSpec("services.ask", "ask", "Name of the AskSpatial service."),
     ParamSpec("services.answer_action", "answer", "Name of the AnswerSpatial action."),
+    ParamSpec("services.reset", "reset_episode",
+              "Name of the std_srvs/Trigger service that starts a new episode."),
+    ParamSpec("services.status", "status", "Name of the embodied_r_ros/GetStatus service."),
+    # --- split graph ------------------------------------------------------------------------
+    ParamSpec("split.keyframe_node", "keyframe_selector",
+              "Split graph: name of the key-frame node (relative names resolve in this "
+              "node's namespace); the reasoning node asks it for the current view."),
+    ParamSpec("split.perception_node", "perception",
+              "Split graph: name of the perception node, whose lifecycle state the "
+              "reasoning node checks while a question waits for descriptions."),
+    ParamSpec("split.peer_timeout_s", 2.0,
+              "Split graph: a peer node that does not answer within this many seconds "
+              "counts as down, and a question waiting on it fails at once with the reason.",
+              minimum=0.1),
+    ParamSpec("split.keyframe_state_service", "keyframes/state",
+              "Split graph: the key-frame node's embodied_r_ros/KeyFrameState service."),
+    ParamSpec("split.described_service", "descriptions/known",
+              "Split graph: the reasoning node's embodied_r_ros/DescribedFrames service, "
+              "asked by a (re)starting perception node so that key frames already "
+              "described are not described again."),
+    ParamSpec("split.episodes_kept", 2,
+              "Split graph: episodes whose descriptions the reasoning node keeps (the "
+              "current one and the ones before it); older ones are forgotten.", minimum=1),
+    ParamSpec("topics.episode", "episode",
+              "Topic of embodied_r_ros/Episode messages: the key-frame source announces each "
+              "new episode (transient-local)."),
 ])
 
 PARAMS_BY_NAME: dict[str, ParamSpec] = {p.name: p for p in PARAMETERS}
@@ -180,19 +230,30 @@ def validate(values: Mapping[str, Any], *, source: str = "parameters") -> dict[s
     return out
 
 
-def load_parameters(path: str | Path, node_name: str | None = None,
+def load_parameters(path: str | Path | Sequence[str | Path], node_name: str | None = None,
                     overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Read a ROS 2 parameter file and return validated flat parameters.
+    """Read one or more ROS 2 parameter files and return validated flat parameters.
 
-    Values under the `/**` section apply to every node; a section named after
+    Files apply in order (a later file wins, as with several --params-file arguments).
+    In each, values under the `/**` section apply to every node; a section named after
     `node_name` (with or without a leading slash) is applied on top. `overrides`
-    (dotted names) win over both.
+    (dotted names) win over all files.
     """
-    path = Path(path)
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    merged: dict[str, Any] = {}
+    for one in paths:
+        merged.update(_read_parameter_file(Path(one), node_name))
+    merged.update(overrides or {})
+    return validate(merged, source=", ".join(str(p) for p in paths))
+
+
+def _read_parameter_file(path: Path, node_name: str | None) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except FileNotFoundError as exc:
         raise ConfigError(f"parameter file {path} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"parameter file {path} cannot be read: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"parameter file {path} is not valid YAML: {exc}") from exc
     if not isinstance(doc, Mapping):
@@ -210,8 +271,7 @@ def load_parameters(path: str | Path, node_name: str | None = None,
             raise ConfigError(f"parameter file {path}: section {section!r} needs a "
                               "'ros__parameters' mapping")
         merged.update(_flatten(params))
-    merged.update(overrides or {})
-    return validate(merged, source=str(path))
+    return merged
 
 
 def extra_json(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -241,6 +301,57 @@ def model_spec_dict(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return spec
 
 
+def _yaml_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
+
+
+def _wrapped_comment(text: str, indent: str, width: int = 88) -> list[str]:
+    import textwrap
+
+    return [indent + "# " + line for line in
+            textwrap.wrap(text, width=width - len(indent) - 2, break_on_hyphens=False)]
+
+
+YAML_HEADER = """\
+# Parameters of the embodied_r_ros nodes (ROS 2 parameter-file format).
+# GENERATED from the table in embodied_r_ros/core/config.py (python -m
+# embodied_r_ros.core.config --write-yaml); edit the table, not this file.
+# One file for every node: `/**` applies to all of them; each node reads only the
+# parameters it uses. The same file feeds `ros2 launch embodied_r_ros
+# embodied_r.launch.py` and the runner used where ros2 launch is missing.
+"""
+
+
+def render_yaml(specs: Iterable[ParamSpec] = PARAMETERS) -> str:
+    """config/embodied_r.yaml as generated from the table (a test keeps them equal)."""
+    lines = YAML_HEADER.splitlines() + ["/**:", "  ros__parameters:"]
+    specs = list(specs)
+    first: dict[str, int] = {}
+    for i, spec in enumerate(specs):
+        first.setdefault(spec.name.split(".")[0] if "." in spec.name else "", i)
+    specs.sort(key=lambda sp: first[sp.name.split(".")[0] if "." in sp.name else ""])
+    group = None
+    for spec in specs:
+        parts = spec.name.split(".")
+        head, leaf = (parts[0], parts[-1]) if len(parts) > 1 else (None, parts[0])
+        indent = "    " if head is None else "      "
+        if head != group:
+            if head is not None:
+                lines.append(f"    {head}:")
+            group = head
+        text = spec.description + (f" ({' | '.join(spec.choices)})" if spec.choices else "")
+        lines += _wrapped_comment(text, indent)
+        line = f"{indent}{leaf}: {_yaml_scalar(spec.default)}"
+        if spec.example:
+            line += f"  # {spec.example}"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
 def docs_table(specs: Iterable[ParamSpec] = PARAMETERS) -> str:
     """Markdown table of every parameter (used for the README)."""
     rows = ["| parameter | default | description |", "|---|---|---|"]
@@ -249,3 +360,21 @@ def docs_table(specs: Iterable[ParamSpec] = PARAMETERS) -> str:
         desc = spec.description + (f" One of: {', '.join(spec.choices)}." if spec.choices else "")
         rows.append(f"| `{spec.name}` | `{default}` | {desc} |")
     return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m embodied_r_ros.core.config --write-yaml [PATH]` regenerates the YAML."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] != "--write-yaml":
+        print("usage: python -m embodied_r_ros.core.config --write-yaml [PATH]")
+        return 2
+    path = Path(args[1]) if len(args) > 1 else Path(__file__).resolve().parents[2] / "config" / "embodied_r.yaml"
+    path.write_text(render_yaml(), encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,7 +1,9 @@
 """Typed errors shared by the core, the ROS nodes and the training package.
 
-Every failure the package can report maps to one `ErrorCode`; the numeric values are the
-constants of `srv/AskSpatial.srv` so a node can copy them into a response unchanged.
+Every failure the package can report maps to one `ErrorCode`. The numeric values are defined
+once, as the constants of the ROS message `msg/ErrorCode.msg`; this enum mirrors them for the
+ROS-free core (test_interfaces.py checks that both agree), so a node copies a code into a
+response unchanged.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from enum import IntEnum
 
 
 class ErrorCode(IntEnum):
-    """Failure codes; values match the AskSpatial.srv constants."""
+    """Failure codes; values match the msg/ErrorCode.msg constants."""
 
     OK = 0
     NO_KEYFRAMES = 1
@@ -23,6 +25,8 @@ class ErrorCode(IntEnum):
     MODEL_UNAVAILABLE = 8
     UNPARSEABLE_ANSWER = 9
     INTERNAL = 10
+    EPISODE_RESET = 11
+    KEYFRAMES_UNAVAILABLE = 12
 
 
 class EmbodiedRError(Exception):
@@ -85,6 +89,19 @@ class CancelledError(EmbodiedRError):
 
 class BusyError(EmbodiedRError):
     code = ErrorCode.BUSY
+
+
+class EpisodeResetError(EmbodiedRError):
+    """The episode was reset (or a new one began) while the question was being answered;
+    a question is only ever answered from the episode it was asked in."""
+
+    code = ErrorCode.EPISODE_RESET
+
+
+class KeyFramesUnavailableError(EmbodiedRError):
+    """Split graph: the key-frame node is not running or does not answer."""
+
+    code = ErrorCode.KEYFRAMES_UNAVAILABLE
 
 
 class ConfigError(EmbodiedRError):

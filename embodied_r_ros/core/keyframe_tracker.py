@@ -47,12 +47,24 @@ def downscale(image: np.ndarray, max_side: int) -> np.ndarray:
 
 
 class KeyFrameTracker:
-    """Feeds camera frames through sampler and selector; thread-safe."""
+    """Feeds camera frames through sampler and selector; thread-safe.
+
+    Use `offer(stamp)` first (cheap: decides from the stamp alone whether the frame is
+    sampled, so unsampled frames are never decoded), then `push_sampled(frame)` with the
+    decoded frame; `push(frame)` does both. Key-frame detection always runs on the frame
+    as given (full decoded resolution, docs/method.md §2); the image kept in the ring and
+    handed on in events is then shrunk so its longer side is at most `image_max_side`
+    (0 = full size), which bounds memory and is the size the VLM sees.
+
+    The selector's decisions are exactly the offline extractor's on the same sampled
+    frames: forcing the current view (`force_current`) adds a key frame for the question
+    but does not change the frame later frames are compared with.
+    """
 
     def __init__(self, params: KeyFrameParams, *, ring_size: int = 120,
-                 max_image_side: int = 0) -> None:
+                 image_max_side: int = 0) -> None:
         self.params = params
-        self.max_image_side = max_image_side
+        self.image_max_side = image_max_side
         self._sampler = FrameRateSampler(params.sample_fps)
         self._selector = StreamingKeyFrameSelector(params)
         self._ring: deque[tuple[int, Frame]] = deque(maxlen=max(1, ring_size))
@@ -63,30 +75,40 @@ class KeyFrameTracker:
         self._n_received = 0
 
     # -- feeding ------------------------------------------------------------------------
-    def push(self, frame: Frame) -> KeyFrameEvent | None:
-        """Offer one camera frame; returns an event when it became a key frame."""
+    def offer(self, stamp_s: float) -> bool:
+        """Count one received frame; True when the sampler keeps it (then call
+        `push_sampled`). Raises InvalidRequestError for a non-finite stamp."""
         with self._lock:
             self._n_received += 1
-            if not self._sampler.accept(frame.stamp_s):
-                return None
-            image = downscale(frame.image, self.max_image_side)
+            return self._sampler.accept(stamp_s)
+
+    def push_sampled(self, frame: Frame) -> KeyFrameEvent | None:
+        """Examine a frame the sampler kept; returns an event when it became a key frame."""
+        with self._lock:
+            decision: KeyFrameDecision = self._selector.push(frame.image)
+            image = downscale(frame.image, self.image_max_side)
             if image is not frame.image:
                 frame = Frame(image=image, stamp_s=frame.stamp_s, index=frame.index,
                               frame_id=frame.frame_id)
             sampled_index = self._n_sampled
             self._n_sampled += 1
             self._ring.append((sampled_index, frame))
-            decision: KeyFrameDecision = self._selector.push(image)
             if not decision.is_keyframe:
                 return None
             return self._emit(sampled_index, frame, decision.overlap, decision.reason)
+
+    def push(self, frame: Frame) -> KeyFrameEvent | None:
+        """`offer` + `push_sampled` for a frame that is already decoded."""
+        if not self.offer(frame.stamp_s):
+            return None
+        return self.push_sampled(frame)
 
     def force_current(self) -> KeyFrameEvent | None:
         """Make the newest sampled frame a key frame if it is not one yet.
 
         Called when a question arrives so the last frame of the episode (the current
-        view) is always part of the answer, as the method requires. Later frames are
-        compared against this frame.
+        view) is always part of the answer, as the method keeps a clip's last frame.
+        Like that appended last frame, it does not become the selector's reference.
         """
         with self._lock:
             if not self._ring:
@@ -94,8 +116,6 @@ class KeyFrameTracker:
             sampled_index, frame = self._ring[-1]
             if sampled_index == self._last_keyframe_sampled:
                 return None
-            self._selector.reset()
-            self._selector.push(frame.image)  # becomes the selector's reference frame
             return self._emit(sampled_index, frame, -1.0, "forced")
 
     def _emit(self, sampled_index: int, frame: Frame, overlap: float, reason: str) -> KeyFrameEvent:
@@ -121,6 +141,11 @@ class KeyFrameTracker:
     @property
     def n_received(self) -> int:
         return self._n_received
+
+    @property
+    def last_keyframe_index(self) -> int:
+        """Index of the newest key frame of the episode, -1 when none."""
+        return self._n_keyframes - 1
 
     def reset(self) -> None:
         with self._lock:

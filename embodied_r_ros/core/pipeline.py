@@ -1,15 +1,23 @@
 """The whole robot pipeline in one ROS-free object: frames in, answers out.
 
     camera frames -> KeyFrameTracker -> PerceptionWorker (streaming) -> EpisodeMemory
-    question -> [force current view] -> wait for pending perception -> QuestionAnswerer
+    question -> QuestionQueue -> [force current view] -> collect_descriptions
+             -> QuestionAnswerer
 
 Used by the embedded ROS node (everything in one process), by the demo and by rosbag
 replay evaluation. The split ROS graph uses the same pieces, one per node.
+
+Thread safety: frames, resets and questions may come from different threads. The
+episode state (tracker, episode id, key-frame list) changes under one lock; a question
+binds to the episode current when its turn comes and is answered only from that
+episode's key frames; a reset fails the questions bound to the old episode at once
+(EPISODE_RESET) instead of letting them wait or answer from the new episode.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -20,11 +28,8 @@ import numpy as np
 
 from embodied_r_ros.core import config as cfg
 from embodied_r_ros.core.backends.base import Perceiver, Reasoner, TextCallback
-from embodied_r_ros.core.errors import (
-    CancelledError,
-    NoKeyFramesError,
-    RequestTimeoutError,
-)
+from embodied_r_ros.core.description_wait import collect_descriptions
+from embodied_r_ros.core.errors import CancelledError, EpisodeResetError, NoKeyFramesError
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent, KeyFrameTracker
 from embodied_r_ros.core.keyframes import KeyFrameParams, apply_count_rule
 from embodied_r_ros.core.memory import EpisodeMemory
@@ -34,18 +39,10 @@ from embodied_r_ros.core.perception_worker import (
     PerceptionWorker,
     describe_keyframe,
 )
-from embodied_r_ros.core.question_answering import (
-    AnswerResult,
-    QuestionAnswerer,
-    QuestionGate,
-)
+from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswerer
+from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
 from embodied_r_ros.core.reasoning_prompts import format_question
-from embodied_r_ros.core.types import (
-    Frame,
-    FrameDescription,
-    GenerationSettings,
-    TimingInfo,
-)
+from embodied_r_ros.core.types import Frame, FrameDescription, GenerationSettings, TimingInfo
 
 LOG = logging.getLogger("embodied_r_ros.pipeline")
 
@@ -89,10 +86,15 @@ class PipelineStatus:
     described: int
     pending_perception: int
     failed_perception: int
+    questions_in_progress: int = 0
+
+
+def new_episode_id() -> str:
+    return uuid.uuid4().hex[:12]
 
 
 class EmbodiedRPipeline:
-    """Frames in, answers out; one episode at a time; one question at a time."""
+    """Frames in, answers out; one episode at a time; questions answered one at a time."""
 
     def __init__(self, params: Mapping[str, Any], perceiver: Perceiver, reasoner: Reasoner, *,
                  motion_source: MotionSource | None = None,
@@ -104,31 +106,45 @@ class EmbodiedRPipeline:
         self.mode: str = params["perception.mode"]
         self.kf_params = keyframe_params(params)
         self.tracker = KeyFrameTracker(self.kf_params, ring_size=params["keyframes.ring_size"],
-                                       max_image_side=params["camera.max_image_side"])
-        self.episode_id = uuid.uuid4().hex[:12]
+                                       image_max_side=params["perception.max_image_side"])
+        self._lock = threading.RLock()
+        self.episode_id = new_episode_id()
         self.memory = EpisodeMemory(self.episode_id)
         self.perception_settings = generation_settings(params, "perception")
         self.on_keyframe = on_keyframe
         self.worker = PerceptionWorker(perceiver, self.memory, settings=self.perception_settings,
-                                       motion_source=motion_source, on_description=on_description)
+                                       motion_source=motion_source, on_description=on_description,
+                                       max_queue=params["perception.max_queue"])
         self.answerer = QuestionAnswerer(reasoner, generation_settings(params, "reasoning"),
                                          max_keyframes=self.kf_params.max_keyframes)
         # on_query mode keeps key-frame images (bounded by the ring size).
         self._keyframe_images: list[KeyFrameEvent] = []
-        self._gate = QuestionGate(params["qa.default_timeout_s"])
-        self._last_keyframe = -1
+        self.questions = QuestionQueue(params["qa.default_timeout_s"],
+                                       max_waiting=params["qa.max_waiting_questions"])
 
     # -- frames ----------------------------------------------------------------------------
+    def offer_frame(self, stamp_s: float) -> bool:
+        """Whether a frame with this stamp is sampled (decode it only then)."""
+        return self.tracker.offer(stamp_s)
+
+    def push_sampled(self, image: np.ndarray, stamp_s: float, index: int = 0,
+                     frame_id: str = "") -> KeyFrameEvent | None:
+        """A decoded frame that `offer_frame` accepted."""
+        with self._lock:
+            event = self.tracker.push_sampled(Frame(image=image, stamp_s=stamp_s, index=index,
+                                                    frame_id=frame_id))
+            if event is not None:
+                self._accept(event)
+            return event
+
     def push_frame(self, image: np.ndarray, stamp_s: float, index: int = 0,
                    frame_id: str = "") -> KeyFrameEvent | None:
-        event = self.tracker.push(Frame(image=image, stamp_s=stamp_s, index=index,
-                                        frame_id=frame_id))
-        if event is not None:
-            self._accept(event)
-        return event
+        """`offer_frame` + `push_sampled` for an already decoded frame."""
+        if not self.offer_frame(stamp_s):
+            return None
+        return self.push_sampled(image, stamp_s, index, frame_id)
 
     def _accept(self, event: KeyFrameEvent) -> None:
-        self._last_keyframe = event.keyframe_index
         if self.on_keyframe is not None:
             self.on_keyframe(event, self.episode_id)
         if self.mode == "streaming":
@@ -144,75 +160,82 @@ class EmbodiedRPipeline:
 
     # -- episodes ----------------------------------------------------------------------------
     def reset(self, episode_id: str | None = None) -> str:
-        """Forget everything seen so far and start a new episode."""
-        self.episode_id = episode_id or uuid.uuid4().hex[:12]
-        self.tracker.reset()
-        self.worker.reset(self.episode_id)
-        self._keyframe_images.clear()
-        self._last_keyframe = -1
-        return self.episode_id
+        """Forget everything seen so far and start a new episode; questions bound to the
+        old episode fail at once with EPISODE_RESET."""
+        with self._lock:
+            old = self.episode_id
+            self.episode_id = episode_id or new_episode_id()
+            self.tracker.reset()
+            self.worker.reset(self.episode_id)
+            self._keyframe_images.clear()
+            new = self.episode_id
+        self.questions.interrupt(
+            EpisodeResetError(f"the episode was reset (episode {old} ended, {new} began) "
+                              "while this question was answered; ask again"),
+            which=lambda ticket: bool(ticket.episode_id) and ticket.episode_id != new)
+        return new
 
     def status(self) -> PipelineStatus:
-        return PipelineStatus(self.episode_id, self.tracker.n_received, self.tracker.n_sampled,
-                              self.tracker.n_keyframes, len(self.memory),
-                              self.worker.pending(), len(self.worker.failures))
+        with self._lock:
+            return PipelineStatus(self.episode_id, self.tracker.n_received,
+                                  self.tracker.n_sampled, self.tracker.n_keyframes,
+                                  len(self.memory), self.worker.pending(),
+                                  len(self.worker.failures), self.questions.in_progress())
 
     # -- questions -----------------------------------------------------------------------------
     def ask(self, question: str, choices: Sequence[str] = (), *, timeout_s: float = 0.0,
             on_text: TextCallback | None = None, on_stage: StageCallback | None = None,
-            should_stop: Callable[[], bool] | None = None) -> AnswerResult:
-        """Answer one question about the current episode. Never raises."""
+            should_stop: Callable[[], bool] | None = None,
+            ticket: Ticket | None = None) -> AnswerResult:
+        """Answer one question about the current episode. Never raises; never returns
+        later than the question's deadline (plus a second of grace)."""
 
-        def handle(deadline: float, timing: TimingInfo) -> AnswerResult:
+        def handle(deadline: float, timing: TimingInfo, tk: Ticket) -> AnswerResult:
             question_text = format_question(question, list(choices) or None)
+            with self._lock:
+                episode = self.episode_id
+                tk.episode_id = episode
+                if self.mode == "streaming" and self.params["qa.include_current_view"]:
+                    forced = self.tracker.force_current()
+                    if forced is not None:
+                        self._accept(forced)
+                last = self.tracker.last_keyframe_index
+                frames = self._on_query_frames() if self.mode == "on_query" else []
+            if last < 0:
+                raise NoKeyFramesError("no camera frame has been received in this episode; "
+                                       f"check that images arrive on {self.params['camera.topic']}")
+            note = ""
             if self.mode == "streaming":
-                descriptions = self._streaming_descriptions(deadline, on_stage, should_stop,
-                                                            timing)
+                if on_stage is not None:
+                    on_stage("waiting_for_perception")
+                start = time.monotonic()
+                collected = collect_descriptions(
+                    self.worker.progress, self.memory, episode_id=episode, last_index=last,
+                    deadline=deadline, should_stop=tk.should_stop, interrupted=tk.check,
+                    check_alive=self.worker.check_alive, pending=self.worker.pending)
+                timing.perception_s = time.monotonic() - start
+                descriptions, note = collected.descriptions, collected.note()
             else:
-                descriptions = self._on_query_descriptions(question_text, on_stage, timing)
+                descriptions = self._describe_on_query(frames, question_text, on_stage, timing, tk)
             if on_stage is not None:
                 on_stage("reasoning")
-            result = self.answerer.answer(question_text, descriptions,
-                                          episode_id=self.episode_id, deadline=deadline,
-                                          on_text=on_text, should_stop=should_stop,
-                                          timing=timing)
-            failed = len(self.worker.failures)
-            if failed and result.success:
-                result.message += (f" ({failed} key frame(s) could not be described and "
-                                   "were left out)")
+            result = self.answerer.answer(question_text, descriptions, episode_id=episode,
+                                          deadline=deadline, on_text=on_text,
+                                          should_stop=tk.should_stop, timing=timing)
+            if self.episode_id != episode:
+                raise EpisodeResetError("the episode was reset while the question was "
+                                        "answered; ask again")
+            if note and result.success:
+                result.message += note
             return result
 
-        return self._gate.run(timeout_s, handle, self.episode_id)
+        return self.questions.run(handle, timeout_s=timeout_s, ticket=ticket,
+                                  should_stop=should_stop, episode_id=self.episode_id)
 
-    def _streaming_descriptions(self, deadline: float, on_stage: StageCallback | None,
-                                should_stop: Callable[[], bool] | None,
-                                timing: TimingInfo) -> list[FrameDescription]:
-        if self.params["qa.include_current_view"]:
-            forced = self.tracker.force_current()
-            if forced is not None:
-                self._accept(forced)
-        if self._last_keyframe < 0:
-            raise NoKeyFramesError("no camera frame has been received in this episode; check "
-                                   f"that images arrive on {self.params['camera.topic']}")
-        if on_stage is not None:
-            on_stage("waiting_for_perception")
-        start = time.monotonic()
-        done = self.worker.wait_for(self._last_keyframe, max(0.0, deadline - time.monotonic()),
-                                    should_stop)
-        timing.perception_s = time.monotonic() - start
-        if not done:
-            if should_stop is not None and should_stop():
-                raise CancelledError("the question was cancelled while waiting for perception")
-            raise RequestTimeoutError(
-                f"perception of the pending key frames did not finish in time "
-                f"({self.worker.pending()} still queued); the VLM is slower than the key-frame "
-                "rate: use a faster perception model/server or raise the timeout")
-        return self.memory.descriptions()
-
-    def _on_query_descriptions(self, question_text: str, on_stage: StageCallback | None,
-                               timing: TimingInfo) -> list[FrameDescription]:
+    def _describe_on_query(self, frames: list[np.ndarray], question_text: str,
+                           on_stage: StageCallback | None, timing: TimingInfo,
+                           ticket: Ticket) -> list[FrameDescription]:
         """The paper's mode: describe the chosen frames now, knowing the question."""
-        frames = self._on_query_frames()
         if not frames:
             raise NoKeyFramesError("no camera frame has been received in this episode; check "
                                    f"that images arrive on {self.params['camera.topic']}")
@@ -222,6 +245,7 @@ class EmbodiedRPipeline:
         descriptions: list[FrameDescription] = []
         previous: np.ndarray | None = None
         for position, image in enumerate(frames):
+            ticket.check()
             descriptions.append(describe_keyframe(self.perceiver, image, previous, position,
                                                   self.perception_settings, question=question_text))
             previous = image
@@ -247,6 +271,8 @@ class EmbodiedRPipeline:
         return [by_sampled[i] for i in chosen if i in by_sampled]
 
     def close(self) -> None:
+        """Stop perception, fail waiting questions and release both models."""
+        self.questions.interrupt(CancelledError("the pipeline is shutting down"))
         self.worker.stop()
         for model in (self.perceiver, self.reasoner):
             try:

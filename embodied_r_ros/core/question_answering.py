@@ -9,7 +9,6 @@ parses the reply into think text, answer and option letter. Every outcome is an
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,6 @@ from dataclasses import dataclass, field
 from embodied_r_ros.core.answer_parser import parse_reasoning_output
 from embodied_r_ros.core.backends.base import Reasoner, TextCallback
 from embodied_r_ros.core.errors import (
-    BusyError,
     CancelledError,
     EmbodiedRError,
     ErrorCode,
@@ -144,39 +142,3 @@ class QuestionAnswerer:
                                 message="the reasoning model gave an empty answer; raw_output "
                                         "holds its reply", **common)
         return AnswerResult(success=True, answer=parsed.answer.strip(), message="ok", **common)
-
-
-class QuestionGate:
-    """Runs question handlers one at a time, with a deadline, never raising.
-
-    The handler gets (deadline, timing) and returns an AnswerResult; typed errors become
-    failure results, anything else becomes INTERNAL, and total time is always filled in.
-    """
-
-    def __init__(self, default_timeout_s: float) -> None:
-        self.default_timeout_s = default_timeout_s
-        self._lock = threading.Lock()
-
-    def run(self, timeout_s: float, handler: Callable[[float, TimingInfo], AnswerResult],
-            episode_id: str = "") -> AnswerResult:
-        start = time.monotonic()
-        deadline = start + (timeout_s if timeout_s > 0 else self.default_timeout_s)
-        timing = TimingInfo()
-        if not self._lock.acquire(blocking=False):
-            return AnswerResult.failure(BusyError(
-                "another question is being answered; retry when it is done (questions are "
-                "answered one at a time to keep GPU memory bounded)"),
-                episode_id=episode_id, timing=timing)
-        try:
-            result = handler(deadline, timing)
-        except EmbodiedRError as exc:
-            result = AnswerResult.failure(exc, episode_id=episode_id, timing=timing)
-        except Exception as exc:  # noqa: BLE001 - a question must never crash the node
-            LOG.exception("unexpected failure while answering")
-            result = AnswerResult(success=False, error_code=ErrorCode.INTERNAL,
-                                  message=f"internal error: {exc!r}; see the node log",
-                                  episode_id=episode_id, timing=timing)
-        finally:
-            self._lock.release()
-        result.timing.total_s = time.monotonic() - start
-        return result

@@ -33,6 +33,7 @@ class FrameDescription:
     mode: str = "streaming"  # "streaming" or "on_query"
     latency_s: float = 0.0
     stamp_s: float = 0.0
+    episode_id: str = ""  # episode of the key frame described
 
 
 @dataclass(frozen=True)

@@ -1,85 +1,162 @@
-"""All-in-one node (the default): camera -> key frames -> perception -> memory ->
-questions, in one process, models loaded once. Publishes key frames, frame descriptions
-and answers for visibility; serves AskSpatial, AnswerSpatial, reset and status."""
+"""All-in-one lifecycle node (the default graph): camera -> key frames -> perception ->
+memory -> questions, in one process, models loaded once.
+
+configure loads both models (failing with the reason); activate subscribes to the camera
+(and odometry) and serves `ask` (AskSpatial), `answer` (AnswerSpatial), `reset_episode`
+(std_srvs/Trigger); `status` (GetStatus) is served in every state. Key frames,
+descriptions, answers and episodes are published for visibility.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
+from typing import Any
 
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from std_srvs.srv import Trigger
 
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 from embodied_r_ros.core.types import FrameDescription
+from embodied_r_ros.msg import Episode
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
 from embodied_r_ros.msg import KeyFrame as KeyFrameMsg
+from embodied_r_ros.msg import NodeStatus
 from embodied_r_ros.nodes.camera_input import CameraInput
-from embodied_r_ros.nodes.conversions import description_to_msg, keyframe_event_to_msg
-from embodied_r_ros.nodes.node_runtime import forward_python_logging, run_node
+from embodied_r_ros.nodes.conversions import description_to_msg, episode_msg
+from embodied_r_ros.nodes.keyframe_publisher import KeyFramePublisher
+from embodied_r_ros.nodes.managed_node import ManagedNode
+from embodied_r_ros.nodes.node_runtime import run_node
 from embodied_r_ros.nodes.odometry_input import OdometryInput
-from embodied_r_ros.nodes.qos import DESCRIPTION_QOS, KEYFRAME_QOS
+from embodied_r_ros.nodes.qos import DESCRIPTION_QOS, EPISODE_QOS
 from embodied_r_ros.nodes.question_server import QuestionServer
-from embodied_r_ros.nodes.ros_params import declare_parameters
+from embodied_r_ros.nodes.status import StatusService
+from embodied_r_ros.srv import GetStatus
 
 
-class EmbodiedRNode(Node):
+class EmbodiedRNode(ManagedNode):
+    PARAMETER_GROUPS = ("camera", "keyframes", "perception", "reasoning", "qa", "topics",
+                        "services")
+
     def __init__(self, name: str = "embodied_r") -> None:
         super().__init__(name)
-        forward_python_logging(self)
-        params = declare_parameters(self, ["camera", "keyframes", "perception", "reasoning",
-                                           "qa", "topics", "services"])
+        self.pipeline: EmbodiedRPipeline | None = None
+        self.odometry: OdometryInput | None = None
+        self.camera: CameraInput | None = None
+        self.questions: QuestionServer | None = None
+        self.keyframes: KeyFramePublisher | None = None
+        self.description_pub: Any = None
+        self.episode_pub: Any = None
+        self.status = StatusService(self, "embedded", self._fill_status,
+                                    self.get_parameter("services.status").value)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def configure_node(self, params: dict[str, Any]) -> None:
+        self.executor_threads = params["qa.max_waiting_questions"] + 6
         self.get_logger().info(
             f"loading models: perception {params['perception.backend']}:"
             f"{params['perception.model'] or '<unset>'}, reasoning "
             f"{params['reasoning.backend']}:{params['reasoning.model'] or '<unset>'}")
         perceiver, reasoner = load_models(params)
-        self.keyframe_pub = self.create_publisher(KeyFrameMsg, params["topics.keyframes"],
-                                                  KEYFRAME_QOS)
-        self.description_pub = self.create_publisher(
+        self.keyframes = KeyFramePublisher(self, params["topics.keyframes"])
+        self.description_pub = self.create_lifecycle_publisher(
             FrameDescriptionMsg, params["topics.descriptions"], DESCRIPTION_QOS)
+        self.episode_pub = self.create_lifecycle_publisher(Episode, params["topics.episode"],
+                                                           EPISODE_QOS)
         self.odometry = OdometryInput(self, params) if params["perception.use_odometry"] else None
         self.pipeline = EmbodiedRPipeline(
             params, perceiver, reasoner,
             motion_source=self.odometry.motion_label if self.odometry else None,
             on_keyframe=self._publish_keyframe, on_description=self._publish_description)
-        self.camera = CameraInput(self, params, self._on_frame)
         self.questions = QuestionServer(
-            self, self.pipeline.ask, service_name=params["services.ask"],
+            self, self.pipeline.ask, self.pipeline.questions, service_name=params["services.ask"],
             action_name=params["services.answer_action"], answers_topic=params["topics.answers"])
-        group = ReentrantCallbackGroup()
-        self.create_service(Trigger, "reset_episode", self._on_reset, callback_group=group)
-        self.create_service(Trigger, "status", self._on_status, callback_group=group)
-        self.get_logger().info(f"ready (perception mode {params['perception.mode']}); episode "
+        self.get_logger().info(f"perception mode {params['perception.mode']}; episode "
                                f"{self.pipeline.episode_id}")
 
+    def activate_node(self) -> None:
+        assert self.pipeline is not None and self.questions is not None
+        pipeline = self.pipeline
+        self.camera = CameraInput(self, self.params, pipeline.offer_frame, self._on_frame,
+                                  wrap=self.tracked)
+        self.entity(self.camera.subscription)
+        if self.odometry is not None:
+            self.entity(self.odometry.subscribe(self.tracked))
+        group = ReentrantCallbackGroup()
+        self.entity(self.create_service(Trigger, self.params["services.reset"],
+                                        self.tracked("reset service", self._on_reset),
+                                        callback_group=group))
+        self.questions.serve()
+        self.episode_pub.publish(episode_msg(self, pipeline.episode_id, "", "startup"))
+
+    def deactivate_node(self) -> None:
+        if self.pipeline is not None:
+            from embodied_r_ros.core.errors import CancelledError
+
+            self.pipeline.questions.interrupt(CancelledError(
+                "the node was deactivated while the question was answered"))
+        if self.questions is not None:
+            self.questions.withdraw()
+
+    def release(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
+        for pub in (self.description_pub, self.episode_pub):
+            if pub is not None:
+                self.destroy_lifecycle_publisher(pub)
+        if self.keyframes is not None:
+            self.keyframes.destroy()
+        if self.questions is not None:
+            self.questions.destroy()
+        self.pipeline = self.odometry = self.camera = self.questions = self.keyframes = None
+        self.description_pub = self.episode_pub = None
+
+    # -- callbacks ------------------------------------------------------------------------------
     def _on_frame(self, image, stamp_s: float, index: int, frame_id: str) -> None:  # type: ignore[no-untyped-def]
-        self.pipeline.push_frame(image, stamp_s, index, frame_id)
+        pipeline = self.pipeline
+        if pipeline is not None:
+            pipeline.push_sampled(image, stamp_s, index, frame_id)
 
     def _publish_keyframe(self, event: KeyFrameEvent, episode_id: str) -> None:
-        self.keyframe_pub.publish(keyframe_event_to_msg(event, episode_id))
-        self.get_logger().info(f"key frame {event.keyframe_index} (sampled frame "
-                               f"{event.sampled_index}, {event.reason}, overlap "
-                               f"{event.overlap:.2f})")
+        if self.keyframes is not None:
+            self.keyframes.publish(event, episode_id)
 
     def _publish_description(self, description: FrameDescription) -> None:
-        self.description_pub.publish(description_to_msg(description, self.pipeline.episode_id))
+        if self.description_pub is not None:
+            self.description_pub.publish(description_to_msg(description))
 
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        episode = self.pipeline.reset()
+        pipeline = self.pipeline
+        if pipeline is None:
+            response.success, response.message = False, "the node is not configured"
+            return response
+        old = pipeline.episode_id
+        episode = pipeline.reset()
+        if self.camera is not None:
+            self.camera.reset()
+        self.episode_pub.publish(episode_msg(self, episode, old, "reset"))
         response.success, response.message = True, f"new episode {episode}"
         self.get_logger().info(response.message)
         return response
 
-    def _on_status(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-        response.success = True
-        response.message = json.dumps(asdict(self.pipeline.status()))
-        return response
-
-    def close(self) -> None:
-        self.pipeline.close()
+    def _fill_status(self, status: NodeStatus) -> None:
+        params = self.params
+        status.perception_model = params.get("perception.model", "")
+        status.reasoning_model = params.get("reasoning.model", "")
+        status.perception_mode = params.get("perception.mode", "")
+        status.keyframe_node_alive = status.perception_node_alive = True
+        pipeline = self.pipeline
+        if pipeline is None:
+            return
+        st = pipeline.status()
+        status.episode_id = st.episode_id
+        status.frames_received = st.frames_received
+        status.frames_sampled = st.frames_sampled
+        status.keyframes = st.keyframes
+        status.described = st.described
+        status.perception_pending = st.pending_perception
+        status.perception_failed = st.failed_perception
+        status.questions_in_progress = st.questions_in_progress
+        status.perception_ready = status.reasoning_ready = True
 
 
 def main(args: list[str] | None = None) -> int:
@@ -88,3 +165,6 @@ def main(args: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+__all__ = ["EmbodiedRNode", "GetStatus", "main"]

@@ -1,80 +1,121 @@
-"""Key-frame node (split graph): camera -> sampled frames -> key frames.
+"""Key-frame lifecycle node (split graph): camera -> sampled frames -> key frames.
 
-Publishes embodied_r_ros/KeyFrame on `topics.keyframes`. Services:
-  reset_episode (std_srvs/Trigger)   start a new episode (new id on later key frames)
-  keyframes/sync (std_srvs/Trigger)  called by the reasoning node when a question
-      arrives: makes the current view a key frame (qa.include_current_view) and replies
-      with JSON {"episode_id", "last_keyframe_index"} (-1 when nothing was seen yet).
+Publishes embodied_r_ros/KeyFrame on `topics.keyframes` (plain images on
+`<topic>/image` while someone watches) and embodied_r_ros/Episode on `topics.episode`.
+Owns the episode: serves `reset_episode` (std_srvs/Trigger) and, for the reasoning node,
+`split.keyframe_state_service` (embodied_r_ros/KeyFrameState: the current episode and its
+newest key frame, after making the current view a key frame when asked).
 """
 
 from __future__ import annotations
 
-import json
 import threading
-import uuid
+from typing import Any
 
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from std_srvs.srv import Trigger
 
-from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent, KeyFrameTracker
-from embodied_r_ros.core.pipeline import keyframe_params
+from embodied_r_ros.core.keyframe_tracker import KeyFrameTracker
+from embodied_r_ros.core.pipeline import keyframe_params, new_episode_id
 from embodied_r_ros.core.types import Frame
-from embodied_r_ros.msg import KeyFrame as KeyFrameMsg
+from embodied_r_ros.msg import Episode
 from embodied_r_ros.nodes.camera_input import CameraInput
-from embodied_r_ros.nodes.conversions import keyframe_event_to_msg
-from embodied_r_ros.nodes.node_runtime import forward_python_logging, run_node
-from embodied_r_ros.nodes.qos import KEYFRAME_QOS
-from embodied_r_ros.nodes.ros_params import declare_parameters
+from embodied_r_ros.nodes.conversions import episode_msg
+from embodied_r_ros.nodes.keyframe_publisher import KeyFramePublisher
+from embodied_r_ros.nodes.managed_node import ManagedNode
+from embodied_r_ros.nodes.node_runtime import run_node
+from embodied_r_ros.nodes.qos import EPISODE_QOS
+from embodied_r_ros.srv import KeyFrameState
 
 
-class KeyFrameNode(Node):
+class KeyFrameNode(ManagedNode):
+    PARAMETER_GROUPS = ("camera", "keyframes", "qa.include_current_view", "topics",
+                        "services.reset", "split.keyframe_state_service",
+                        "perception.max_image_side")
+
     def __init__(self, name: str = "keyframe_selector") -> None:
         super().__init__(name)
-        forward_python_logging(self)
-        self.params = declare_parameters(self, ["camera", "keyframes", "qa", "topics"])
-        self.tracker = KeyFrameTracker(keyframe_params(self.params),
-                                       ring_size=self.params["keyframes.ring_size"],
-                                       max_image_side=self.params["camera.max_image_side"])
-        self.episode_id = uuid.uuid4().hex[:12]
-        self.last_index = -1
+        self.tracker: KeyFrameTracker | None = None
+        self.publisher: KeyFramePublisher | None = None
+        self.episode_pub: Any = None
+        self.camera: CameraInput | None = None
+        self.episode_id = ""
         self._lock = threading.Lock()
-        self.publisher = self.create_publisher(KeyFrameMsg, self.params["topics.keyframes"],
-                                               KEYFRAME_QOS)
-        self.camera = CameraInput(self, self.params, self._on_frame)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def configure_node(self, params: dict[str, Any]) -> None:
+        self.tracker = KeyFrameTracker(keyframe_params(params),
+                                       ring_size=params["keyframes.ring_size"],
+                                       image_max_side=params["perception.max_image_side"])
+        self.publisher = KeyFramePublisher(self, params["topics.keyframes"])
+        self.episode_pub = self.create_lifecycle_publisher(Episode, params["topics.episode"],
+                                                           EPISODE_QOS)
+        self.episode_id = new_episode_id()
+
+    def activate_node(self) -> None:
+        assert self.tracker is not None
+        self.camera = CameraInput(self, self.params, self._offer, self._on_frame,
+                                  wrap=self.tracked)
+        self.entity(self.camera.subscription)
         group = ReentrantCallbackGroup()
-        self.create_service(Trigger, "reset_episode", self._on_reset, callback_group=group)
-        self.create_service(Trigger, "keyframes/sync", self._on_sync, callback_group=group)
+        self.entity(self.create_service(Trigger, self.params["services.reset"],
+                                        self.tracked("reset service", self._on_reset),
+                                        callback_group=group))
+        self.entity(self.create_service(KeyFrameState, self.params["split.keyframe_state_service"],
+                                        self.tracked("key-frame state service", self._on_state),
+                                        callback_group=group))
+        self.episode_pub.publish(episode_msg(self, self.episode_id, "", "startup"))
+
+    def release(self) -> None:
+        if self.publisher is not None:
+            self.publisher.destroy()
+        if self.episode_pub is not None:
+            self.destroy_lifecycle_publisher(self.episode_pub)
+        self.tracker = self.publisher = self.episode_pub = self.camera = None
+
+    # -- callbacks ------------------------------------------------------------------------------
+    def _offer(self, stamp_s: float) -> bool:
+        tracker = self.tracker
+        return tracker is not None and tracker.offer(stamp_s)
 
     def _on_frame(self, image, stamp_s: float, index: int, frame_id: str) -> None:  # type: ignore[no-untyped-def]
         with self._lock:
-            event = self.tracker.push(Frame(image, stamp_s, index, frame_id))
+            if self.tracker is None or self.publisher is None:
+                return
+            event = self.tracker.push_sampled(Frame(image, stamp_s, index, frame_id))
             if event is not None:
-                self._publish(event)
+                self.publisher.publish(event, self.episode_id)
 
-    def _publish(self, event: KeyFrameEvent) -> None:
-        self.last_index = event.keyframe_index
-        self.publisher.publish(keyframe_event_to_msg(event, self.episode_id))
-        self.get_logger().info(f"key frame {event.keyframe_index} (sampled frame "
-                               f"{event.sampled_index}, {event.reason}, overlap "
-                               f"{event.overlap:.2f})")
-
-    def _on_sync(self, _req: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+    def _on_state(self, request: KeyFrameState.Request,
+                  response: KeyFrameState.Response) -> KeyFrameState.Response:
         with self._lock:
-            if self.params["qa.include_current_view"]:
-                event = self.tracker.force_current()
+            tracker, publisher = self.tracker, self.publisher
+            if tracker is None or publisher is None:
+                response.success, response.message = False, "the key-frame node is not active"
+                return response
+            if request.capture_current_view and self.params["qa.include_current_view"]:
+                event = tracker.force_current()
                 if event is not None:
-                    self._publish(event)
+                    publisher.publish(event, self.episode_id)
             response.success = True
-            response.message = json.dumps({"episode_id": self.episode_id,
-                                           "last_keyframe_index": self.last_index})
+            response.episode_id = self.episode_id
+            response.last_keyframe_index = tracker.last_keyframe_index
+            response.frames_received = tracker.n_received
+            response.frames_sampled = tracker.n_sampled
+            response.keyframes = tracker.n_keyframes
         return response
 
     def _on_reset(self, _req: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         with self._lock:
+            if self.tracker is None:
+                response.success, response.message = False, "the key-frame node is not active"
+                return response
+            old = self.episode_id
             self.tracker.reset()
-            self.episode_id = uuid.uuid4().hex[:12]
-            self.last_index = -1
+            if self.camera is not None:
+                self.camera.reset()
+            self.episode_id = new_episode_id()
+            self.episode_pub.publish(episode_msg(self, self.episode_id, old, "reset"))
         response.success, response.message = True, f"new episode {self.episode_id}"
         self.get_logger().info(response.message)
         return response

@@ -1,17 +1,34 @@
-"""Running a node: init, multi-threaded spin, clean shutdown, start-up errors as a clear
-log line and exit code 1 (so `ros2 launch` and the demo show why a node stopped)."""
+"""Running a node: init, multi-threaded spin, lifecycle autostart, clean shutdown.
+
+Every embodied_r_ros node is a lifecycle (managed) node. With the `autostart` parameter
+(the default) `run_node` configures and activates it before spinning; when configuring
+fails the reason is printed and the process exits with code 1, so `ros2 launch` and the
+runner show why it stopped. With autostart false the node waits, unconfigured, for a
+lifecycle manager (or `ros2 lifecycle set`), and a failed configure leaves it alive and
+unconfigured, ready for another try.
+
+`CallbackGuard` wraps ROS callbacks so that no input can end a node: an exception is
+counted per callback kind, logged (at most once per 5 s per kind, with the count) and the
+callback returns a safe default.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
+import time
+from collections import Counter
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 import rclpy
+from lifecycle_msgs.msg import State
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.node import Node
 
-from embodied_r_ros.core.errors import EmbodiedRError
+T = TypeVar("T")
 
 
 def forward_python_logging(node: Node) -> None:
@@ -31,24 +48,76 @@ def forward_python_logging(node: Node) -> None:
                 ros_logger.debug(text)
 
     core_logger = logging.getLogger("embodied_r_ros")
+    for handler in list(core_logger.handlers):
+        if type(handler).__name__ == "_Handler":
+            core_logger.removeHandler(handler)
     core_logger.addHandler(_Handler())
     core_logger.setLevel(logging.INFO)
     core_logger.propagate = False
 
 
-def run_node(factory: Callable[[], Node], args: list[str] | None = None,
+class CallbackGuard:
+    """Counts and logs exceptions of ROS callbacks instead of letting them end the node."""
+
+    LOG_PERIOD_S = 5.0
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.errors: Counter[str] = Counter()
+        self.last_error = ""
+        self._last_log: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def record(self, kind: str, exc: BaseException) -> None:
+        with self._lock:
+            self.errors[kind] += 1
+            count = self.errors[kind]
+            self.last_error = f"{kind}: {exc!r}"
+            now = time.monotonic()
+            quiet = now - self._last_log.get(kind, -1e9) < self.LOG_PERIOD_S
+            if not quiet:
+                self._last_log[kind] = now
+        if not quiet:
+            self.node.get_logger().error(
+                f"{kind} callback failed ({count} time(s) so far), input dropped: {exc!r}. "
+                "The node keeps running; if this repeats, report it with the log.")
+
+    def wrap(self, kind: str, func: Callable[..., T], default: Callable[..., T] | None = None
+             ) -> Callable[..., T | None]:
+        def guarded(*args: Any) -> T | None:
+            try:
+                return func(*args)
+            except Exception as exc:  # noqa: BLE001 - no callback may end the node
+                self.record(kind, exc)
+                return default(*args) if default is not None else None
+
+        guarded.__name__ = getattr(func, "__name__", kind)
+        return guarded
+
+
+def lifecycle_state(node: LifecycleNode) -> str:
+    """The node's lifecycle state label: unconfigured, inactive, active, finalized."""
+    return str(node._state_machine.current_state[1])  # noqa: SLF001 - no public getter
+
+
+def run_node(factory: Callable[[], LifecycleNode], args: list[str] | None = None,
              threads: int = 4) -> int:
-    """Create the node with `factory` and spin it until shutdown; return an exit code."""
+    """Create the node with `factory`, autostart it if asked, spin until shutdown; return
+    the process exit code."""
     rclpy.init(args=args if args is not None else sys.argv)
-    node: Node | None = None
+    node: LifecycleNode | None = None
     try:
-        try:
-            node = factory()
-        except EmbodiedRError as exc:
-            print(f"[embodied_r_ros] start-up failed ({exc.code.name}): {exc}", file=sys.stderr,
-                  flush=True)
-            return 1
-        executor = MultiThreadedExecutor(num_threads=threads)
+        node = factory()
+        if node.get_parameter("autostart").value:
+            for name, trigger in (("configure", node.trigger_configure),
+                                  ("activate", node.trigger_activate)):
+                if trigger() != TransitionCallbackReturn.SUCCESS:
+                    reason = getattr(node, "last_error", "") or "see the log above"
+                    print(f"[embodied_r_ros] {node.get_name()}: {name} failed: {reason}",
+                          file=sys.stderr, flush=True)
+                    return 1
+        executor = MultiThreadedExecutor(num_threads=max(threads,
+                                                         getattr(node, "executor_threads", 0)))
         executor.add_node(node)
         try:
             executor.spin()
@@ -57,9 +126,23 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
         return 0
     finally:
         if node is not None:
-            close = getattr(node, "close", None)
-            if callable(close):
-                close()
+            _shutdown(node)
             node.destroy_node()
         if rclpy.ok():
             rclpy.shutdown()
+
+
+def _shutdown(node: LifecycleNode) -> None:
+    """Bring the node to finalized (releasing models) from whatever state it is in."""
+    try:
+        if lifecycle_state(node) not in {"finalized"}:
+            node.trigger_shutdown()
+    except Exception:  # noqa: BLE001 - the context may already be gone
+        release = getattr(node, "release", None)
+        if callable(release):
+            release()
+    if lifecycle_state(node) != "finalized" and callable(getattr(node, "release", None)):
+        node.release()  # type: ignore[attr-defined]
+
+
+UNCONFIGURED = State.PRIMARY_STATE_UNCONFIGURED

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from nav_msgs.msg import Odometry
@@ -22,10 +23,15 @@ class OdometryInput:
     CATCH_UP_S = 2.0
 
     def __init__(self, node: Node, params: dict[str, Any], max_age_s: float = 600.0) -> None:
+        self.node = node
+        self.topic = params["perception.odometry_topic"]
         self.history = PoseHistory(max_age_s=max_age_s)
         self._cond = threading.Condition()
-        self.subscription = node.create_subscription(
-            Odometry, params["perception.odometry_topic"], self._on_odometry, 1000)
+
+    def subscribe(self, wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]]) -> Any:
+        """Create the subscription (on activate); the caller destroys it on deactivate."""
+        return self.node.create_subscription(Odometry, self.topic,
+                                             wrap("odometry", self._on_odometry), 1000)
 
     def _on_odometry(self, msg: Odometry) -> None:
         with self._cond:

@@ -21,6 +21,14 @@ KEYFRAME_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=32,
 DESCRIPTION_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=256,
                              reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
+# Episode announcements: the latest one is kept for late joiners.
+EPISODE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
+                         reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+# Plain images of the key frames, for viewers (rqt_image_view): sensor-data style.
+KEYFRAME_IMAGE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
+                                reliability=ReliabilityPolicy.BEST_EFFORT,
+                                durability=DurabilityPolicy.VOLATILE)
 # Answers and prompts: reliable, for loggers that are already listening.
 EVENT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=50,
                        reliability=ReliabilityPolicy.RELIABLE)

@@ -1,5 +1,12 @@
 """The AskSpatial service, the AnswerSpatial action and the answers topic, around any
-`ask(...) -> AnswerResult` function. Used by the embedded node and the reasoning node."""
+`ask(...) -> AnswerResult` function. Used by the embedded node and the reasoning node.
+
+Admission: the action's goal callback takes a place in the node's `QuestionQueue`; when
+the queue is full the goal is REJECTED at goal time (the client learns at once), not
+accepted and aborted later. A service call beyond the bound gets BUSY at once. Every
+answer (success or failure) is published on the answers topic, and the exact
+reasoning-model input on `<answers topic>/prompt` (JSON chat messages).
+"""
 
 from __future__ import annotations
 
@@ -7,18 +14,19 @@ import json
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from std_msgs.msg import String
 
 from embodied_r_ros.action import AnswerSpatial
 from embodied_r_ros.core.errors import ErrorCode
 from embodied_r_ros.core.question_answering import AnswerResult
+from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
 from embodied_r_ros.msg import SpatialAnswer
 from embodied_r_ros.nodes.conversions import answer_record, fill_result
+from embodied_r_ros.nodes.managed_node import ManagedNode
 from embodied_r_ros.nodes.qos import EVENT_QOS
 from embodied_r_ros.srv import AskSpatial
 
@@ -27,30 +35,59 @@ class AskFunction(Protocol):
     def __call__(self, question: str, choices: Sequence[str], *, timeout_s: float,
                  on_text: Callable[[str], None] | None,
                  on_stage: Callable[[str], None] | None,
-                 should_stop: Callable[[], bool] | None) -> AnswerResult: ...
+                 should_stop: Callable[[], bool] | None,
+                 ticket: Ticket | None) -> AnswerResult: ...
 
 
 class QuestionServer:
-    """Serves questions; every answer is also published on the answers topic and the
-    exact reasoning-model input on `<answers topic>/prompt` (JSON chat messages)."""
+    """Serves questions (see the module docstring). Publishers are created at once
+    (lifecycle publishers); the service and action server by `serve()` on activate."""
 
     FEEDBACK_PERIOD_S = 0.25
 
-    def __init__(self, node: Node, ask: AskFunction, *, service_name: str,
-                 action_name: str, answers_topic: str) -> None:
+    def __init__(self, node: ManagedNode, ask: AskFunction, queue: QuestionQueue, *,
+                 service_name: str, action_name: str, answers_topic: str) -> None:
         self.node = node
         self.ask = ask
-        group = ReentrantCallbackGroup()
-        self.answers_pub = node.create_publisher(SpatialAnswer, answers_topic, EVENT_QOS)
-        self.prompt_pub = node.create_publisher(String, answers_topic + "/prompt", EVENT_QOS)
-        self.service = node.create_service(AskSpatial, service_name, self._on_service,
-                                           callback_group=group)
-        self.action = ActionServer(node, AnswerSpatial, action_name,
-                                   execute_callback=self._on_goal,
-                                   goal_callback=lambda _goal: GoalResponse.ACCEPT,
-                                   cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-                                   callback_group=group)
+        self.queue = queue
+        self.service_name = service_name
+        self.action_name = action_name
+        self.answers_pub = node.create_lifecycle_publisher(SpatialAnswer, answers_topic,
+                                                           EVENT_QOS)
+        self.prompt_pub = node.create_lifecycle_publisher(String, answers_topic + "/prompt",
+                                                          EVENT_QOS)
+        self._reserved: dict[int, tuple[Any, Ticket]] = {}
+        self._reserved_lock = threading.Lock()
 
+    def serve(self) -> None:
+        """Create the service and the action server (called on activate)."""
+        group = ReentrantCallbackGroup()
+        node = self.node
+        node.entity(node.create_service(
+            AskSpatial, self.service_name,
+            node.tracked("ask service", self._on_service, self._service_error),
+            callback_group=group))
+        node.entity(ActionServer(
+            node, AnswerSpatial, self.action_name,
+            execute_callback=node.tracked("answer action", self._on_goal, self._goal_error),
+            goal_callback=node.tracked("answer goal", self._on_goal_request,
+                                       lambda _goal: GoalResponse.REJECT),
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=group))
+
+    def withdraw(self) -> None:
+        """Give back places reserved by accepted goals that never started (deactivate)."""
+        with self._reserved_lock:
+            reserved = list(self._reserved.values())
+            self._reserved.clear()
+        for _goal, ticket in reserved:
+            self.queue.release(ticket)
+
+    def destroy(self) -> None:
+        self.node.destroy_lifecycle_publisher(self.answers_pub)
+        self.node.destroy_lifecycle_publisher(self.prompt_pub)
+
+    # -- results ------------------------------------------------------------------------------
     def _log_result(self, question: str, result: AnswerResult) -> None:
         if result.success:
             self.node.get_logger().info(
@@ -70,18 +107,51 @@ class QuestionServer:
             self.prompt_pub.publish(String(data=json.dumps(result.messages)))
         self._log_result(question, result)
 
+    @staticmethod
+    def _service_error(request: AskSpatial.Request,
+                       response: AskSpatial.Response) -> AskSpatial.Response:
+        response.success = False
+        response.error_code = int(ErrorCode.INTERNAL)
+        response.message = "internal error while answering; see the node log"
+        return response
+
+    @staticmethod
+    def _goal_error(goal_handle: Any) -> AnswerSpatial.Result:
+        try:
+            goal_handle.abort()
+        except Exception:  # noqa: BLE001
+            pass
+        return AnswerSpatial.Result(success=False, error_code=int(ErrorCode.INTERNAL),
+                                    message="internal error while answering; see the node log")
+
+    # -- service --------------------------------------------------------------------------------
     def _on_service(self, request: AskSpatial.Request,
                     response: AskSpatial.Response) -> AskSpatial.Response:
-        result = self.ask(request.question, list(request.choices), timeout_s=request.timeout_s,
-                          on_text=None, on_stage=None, should_stop=None)
-        self._publish(request.question, request.choices, result)
+        choices = list(request.choices)
+        result = self.ask(request.question, choices, timeout_s=request.timeout_s,
+                          on_text=None, on_stage=None, should_stop=None, ticket=None)
+        self._publish(request.question, choices, result)
         fill_result(response, result)
         return response
 
-    def _on_goal(self, goal_handle) -> AnswerSpatial.Result:  # type: ignore[no-untyped-def]
+    # -- action ---------------------------------------------------------------------------------
+    def _on_goal_request(self, goal: AnswerSpatial.Goal) -> GoalResponse:
+        ticket = self.queue.admit()
+        if ticket is None:
+            self.node.get_logger().warning(
+                f"rejected goal {goal.question[:60]!r}: {self.queue.busy_error()}")
+            return GoalResponse.REJECT
+        with self._reserved_lock:
+            self._reserved[id(goal)] = (goal, ticket)
+        return GoalResponse.ACCEPT
+
+    def _on_goal(self, goal_handle: Any) -> AnswerSpatial.Result:
         goal = goal_handle.request
+        with self._reserved_lock:
+            reserved = self._reserved.pop(id(goal), None)
+        ticket = reserved[1] if reserved is not None else None
         start = time.monotonic()
-        state = {"stage": "accepted", "text": "", "sent": 0.0}
+        state: dict[str, Any] = {"stage": "accepted", "text": "", "sent": 0.0}
         lock = threading.Lock()
 
         def send(force: bool = False) -> None:
@@ -90,7 +160,8 @@ class QuestionServer:
                 if not force and now - state["sent"] < self.FEEDBACK_PERIOD_S:
                     return
                 state["sent"] = now
-                feedback = AnswerSpatial.Feedback(stage=state["stage"], partial_text=state["text"],
+                feedback = AnswerSpatial.Feedback(stage=state["stage"],
+                                                  partial_text=state["text"],
                                                   elapsed_s=float(now - start))
             goal_handle.publish_feedback(feedback)
 
@@ -102,10 +173,11 @@ class QuestionServer:
             state["text"] += piece
             send()
 
-        result = self.ask(goal.question, list(goal.choices), timeout_s=goal.timeout_s,
-                          on_text=on_text, on_stage=on_stage,
-                          should_stop=lambda: goal_handle.is_cancel_requested)
-        self._publish(goal.question, goal.choices, result)
+        choices = list(goal.choices)
+        result = self.ask(goal.question, choices, timeout_s=goal.timeout_s, on_text=on_text,
+                          on_stage=on_stage, should_stop=lambda: goal_handle.is_cancel_requested,
+                          ticket=ticket)
+        self._publish(goal.question, choices, result)
         out = fill_result(AnswerSpatial.Result(), result)
         if result.error_code == ErrorCode.CANCELLED and goal_handle.is_cancel_requested:
             goal_handle.canceled()

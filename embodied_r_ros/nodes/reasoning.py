@@ -1,166 +1,300 @@
-"""Reasoning node (split graph): frame descriptions -> episode memory -> answers.
+"""Reasoning lifecycle node (split graph): frame descriptions -> episode memory -> answers.
 
-Subscribes to embodied_r_ros/FrameDescription, keeps the episode memory, and serves the
-AskSpatial service and AnswerSpatial action. When a question arrives it asks the key-frame
-node (`keyframes/sync`) for the current view and the last key-frame index, waits until
-that frame is described, then runs the reasoning model.
+Keeps the descriptions of the last `split.episodes_kept` episodes (each description goes
+to the episode of its key frame), and serves `ask` (AskSpatial), `answer`
+(AnswerSpatial), `status` (GetStatus, every state) and `split.described_service`
+(DescribedFrames, for a restarting perception node).
+
+A question: ask the key-frame node for the current view and its episode
+(KeyFrameState; no answer within `split.peer_timeout_s` -> KEYFRAMES_UNAVAILABLE), wait
+for that episode's descriptions with the core's `collect_descriptions` (the same
+component the embedded node uses) while checking, about once a second, that the
+perception node is alive and active (else PERCEPTION_FAILED naming it), then run the
+reasoning model. A new episode announced on `topics.episode` (a reset, or a restarted
+key-frame node) fails the questions of the old episode at once (EPISODE_RESET).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+from lifecycle_msgs.msg import State
+from lifecycle_msgs.srv import GetState
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
-from std_srvs.srv import Trigger
 
 from embodied_r_ros.core.backends.factory import make_reasoner
 from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.config import model_spec_dict
+from embodied_r_ros.core.description_wait import collect_descriptions
 from embodied_r_ros.core.errors import (
     CancelledError,
+    EpisodeResetError,
+    KeyFramesUnavailableError,
     NoKeyFramesError,
     PerceptionError,
-    RequestTimeoutError,
 )
 from embodied_r_ros.core.memory import EpisodeMemory
 from embodied_r_ros.core.pipeline import generation_settings
 from embodied_r_ros.core.progress import ProcessedFrames
-from embodied_r_ros.core.question_answering import (
-    AnswerResult,
-    QuestionAnswerer,
-    QuestionGate,
-)
+from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswerer
+from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
 from embodied_r_ros.core.reasoning_prompts import format_question
 from embodied_r_ros.core.types import TimingInfo
+from embodied_r_ros.msg import Episode, NodeStatus
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
 from embodied_r_ros.nodes.conversions import msg_to_description
-from embodied_r_ros.nodes.node_runtime import forward_python_logging, run_node
-from embodied_r_ros.nodes.qos import DESCRIPTION_QOS
+from embodied_r_ros.nodes.managed_node import ManagedNode
+from embodied_r_ros.nodes.node_runtime import run_node
+from embodied_r_ros.nodes.qos import DESCRIPTION_QOS, EPISODE_QOS
 from embodied_r_ros.nodes.question_server import QuestionServer
-from embodied_r_ros.nodes.ros_params import declare_parameters
+from embodied_r_ros.nodes.status import StatusService
+from embodied_r_ros.srv import DescribedFrames, KeyFrameState
 
 
-class ReasoningNode(Node):
+@dataclass
+class EpisodeStore:
+    memory: EpisodeMemory
+    progress: ProcessedFrames = field(default_factory=ProcessedFrames)
+
+
+def call_service(client: Any, request: Any, timeout_s: float) -> Any | None:
+    """Call a service and wait at most `timeout_s` (None when unavailable or late)."""
+    deadline = time.monotonic() + timeout_s
+    if not client.wait_for_service(timeout_sec=max(0.0, timeout_s)):
+        return None
+    done = threading.Event()
+    future = client.call_async(request)
+    future.add_done_callback(lambda _f: done.set())
+    if not done.wait(timeout=max(0.0, deadline - time.monotonic())):
+        future.cancel()
+        return None
+    return future.result()
+
+
+class ReasoningNode(ManagedNode):
+    PARAMETER_GROUPS = ("reasoning", "keyframes.max_keyframes", "qa", "topics", "services",
+                        "split", "perception.model", "perception.mode", "camera.topic")
+    LIVENESS_PERIOD_S = 1.0
+
     def __init__(self, name: str = "reasoning") -> None:
         super().__init__(name)
-        forward_python_logging(self)
-        self.params = declare_parameters(self, ["reasoning", "keyframes", "qa", "topics",
-                                                "services"])
-        self.get_logger().info(f"loading reasoning model {self.params['reasoning.backend']}:"
-                               f"{self.params['reasoning.model'] or '<unset>'}")
-        reasoner = make_reasoner(ModelSpec.from_dict(model_spec_dict(self.params, "reasoning")))
-        self.answerer = QuestionAnswerer(reasoner, generation_settings(self.params, "reasoning"),
-                                         max_keyframes=self.params["keyframes.max_keyframes"])
-        self.gate = QuestionGate(self.params["qa.default_timeout_s"])
-        self.memory = EpisodeMemory("")
-        self.progress = ProcessedFrames()
+        self.answerer: QuestionAnswerer | None = None
+        self.questions_queue: QuestionQueue | None = None
+        self.questions: QuestionServer | None = None
+        self._stores: OrderedDict[str, EpisodeStore] = OrderedDict()
         self._lock = threading.Lock()
-        group = ReentrantCallbackGroup()
-        self.subscription = self.create_subscription(
-            FrameDescriptionMsg, self.params["topics.descriptions"], self._on_description,
-            DESCRIPTION_QOS, callback_group=group)
-        self.sync_client = self.create_client(Trigger, "keyframes/sync", callback_group=group)
+        self._current_episode = ""
+        self._peer_checked = 0.0
+        self._peer_error: str = ""
+        self.status = StatusService(self, "split", self._fill_status,
+                                    self.get_parameter("services.status").value)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def configure_node(self, params: dict[str, Any]) -> None:
+        self.executor_threads = params["qa.max_waiting_questions"] + 6
+        self.get_logger().info(f"loading reasoning model {params['reasoning.backend']}:"
+                               f"{params['reasoning.model'] or '<unset>'}")
+        reasoner = make_reasoner(ModelSpec.from_dict(model_spec_dict(params, "reasoning")))
+        self.answerer = QuestionAnswerer(reasoner, generation_settings(params, "reasoning"),
+                                         max_keyframes=params["keyframes.max_keyframes"])
+        self.questions_queue = QuestionQueue(params["qa.default_timeout_s"],
+                                             max_waiting=params["qa.max_waiting_questions"])
         self.questions = QuestionServer(
-            self, self.ask, service_name=self.params["services.ask"],
-            action_name=self.params["services.answer_action"],
-            answers_topic=self.params["topics.answers"])
-        self.get_logger().info("ready")
+            self, self.ask, self.questions_queue, service_name=params["services.ask"],
+            action_name=params["services.answer_action"], answers_topic=params["topics.answers"])
+
+    def activate_node(self) -> None:
+        assert self.questions is not None
+        group = ReentrantCallbackGroup()
+        params = self.params
+        self.state_client = self.entity(self.create_client(
+            KeyFrameState, params["split.keyframe_state_service"], callback_group=group))
+        self.perception_state = self.entity(self.create_client(
+            GetState, f"{params['split.perception_node']}/get_state", callback_group=group))
+        self.entity(self.create_subscription(
+            FrameDescriptionMsg, params["topics.descriptions"],
+            self.tracked("description", self._on_description), DESCRIPTION_QOS,
+            callback_group=group))
+        self.entity(self.create_subscription(
+            Episode, params["topics.episode"], self.tracked("episode", self._on_episode),
+            EPISODE_QOS, callback_group=group))
+        self.entity(self.create_service(
+            DescribedFrames, params["split.described_service"],
+            self.tracked("described-frames service", self._on_described), callback_group=group))
+        self.questions.serve()
+
+    def deactivate_node(self) -> None:
+        if self.questions_queue is not None:
+            self.questions_queue.interrupt(CancelledError(
+                "the node was deactivated while the question was answered"))
+        if self.questions is not None:
+            self.questions.withdraw()
+
+    def release(self) -> None:
+        if self.answerer is not None:
+            self.answerer.reasoner.close()
+        if self.questions is not None:
+            self.questions.destroy()
+        self.answerer = self.questions = self.questions_queue = None
+        with self._lock:
+            self._stores.clear()
+            self._current_episode = ""
+
+    # -- episodes and descriptions --------------------------------------------------------------
+    def _store(self, episode_id: str) -> EpisodeStore:
+        """The store of an episode, created on first use; the oldest beyond the limit go."""
+        with self._lock:
+            store = self._stores.get(episode_id)
+            if store is None:
+                store = self._stores[episode_id] = EpisodeStore(EpisodeMemory(episode_id))
+            self._stores.move_to_end(episode_id)
+            while len(self._stores) > self.params["split.episodes_kept"]:
+                self._stores.popitem(last=False)
+            return store
+
+    def _on_episode(self, msg: Episode) -> None:
+        with self._lock:
+            if msg.episode_id == self._current_episode:
+                return
+            self._current_episode = msg.episode_id
+        self._store(msg.episode_id)
+        queue = self.questions_queue
+        if queue is not None:
+            new = msg.episode_id
+            ended = queue.interrupt(
+                EpisodeResetError(f"episode {msg.previous_episode_id or '(earlier)'} ended "
+                                  f"({msg.reason}) while the question was answered; ask again"),
+                which=lambda t: bool(t.episode_id) and t.episode_id != new)
+            if ended:
+                self.get_logger().info(f"{ended} question(s) of the previous episode ended "
+                                       f"by the new episode {new} ({msg.reason})")
 
     def _on_description(self, msg: FrameDescriptionMsg) -> None:
+        store = self._store(msg.episode_id)
+        if msg.mode == "failed":
+            store.progress.mark_failed(msg.keyframe_index, msg.raw_text)
+        else:
+            store.memory.put(msg_to_description(msg))
+            store.progress.mark_done(msg.keyframe_index)
+
+    def _on_described(self, request: DescribedFrames.Request,
+                      response: DescribedFrames.Response) -> DescribedFrames.Response:
         with self._lock:
-            if msg.episode_id != self.memory.episode_id:
-                self.memory.clear(msg.episode_id)
-                self.progress.reset()
-            if msg.mode == "failed":
-                self.progress.mark_failed(msg.keyframe_index, msg.raw_text)
+            store = self._stores.get(request.episode_id)
+        if store is not None:
+            response.known_episode = True
+            response.keyframe_indices = [d.keyframe_index for d in store.memory.descriptions()]
+        return response
+
+    # -- peers ------------------------------------------------------------------------------
+    def _check_perception(self) -> None:
+        """Raise PerceptionError when the perception node is down or not active (checked
+        at most once per LIVENESS_PERIOD_S)."""
+        now = time.monotonic()
+        if now - self._peer_checked >= self.LIVENESS_PERIOD_S:
+            self._peer_checked = now
+            name = self.params["split.perception_node"]
+            reply = call_service(self.perception_state, GetState.Request(),
+                                 self.params["split.peer_timeout_s"])
+            if reply is None:
+                self._peer_error = (f"the perception node {name!r} does not answer (not "
+                                    "running?); start perception_node, or use the embedded "
+                                    "graph")
+            elif reply.current_state.id != State.PRIMARY_STATE_ACTIVE:
+                self._peer_error = (f"the perception node {name!r} is "
+                                    f"{reply.current_state.label}, not active")
             else:
-                self.memory.put(msg_to_description(msg))
-                self.progress.mark_done(msg.keyframe_index)
+                self._peer_error = ""
+        if self._peer_error:
+            raise PerceptionError(self._peer_error)
 
-    def _sync(self, deadline: float) -> tuple[str, int]:
-        """Ask the key-frame node for the current episode and last key-frame index."""
-        if not self.sync_client.wait_for_service(timeout_sec=max(0.0, min(5.0, deadline - time.monotonic()))):
-            raise NoKeyFramesError("the key-frame node is not running (no keyframes/sync "
-                                   "service); start keyframe_node or use embodied_r_node")
-        done = threading.Event()
-        future = self.sync_client.call_async(Trigger.Request())
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout=max(0.0, deadline - time.monotonic())):
-            raise RequestTimeoutError("the key-frame node did not answer keyframes/sync in time")
-        info = json.loads(future.result().message)
-        return str(info["episode_id"]), int(info["last_keyframe_index"])
+    def _keyframe_state(self, capture: bool, timeout_s: float) -> KeyFrameState.Response:
+        reply = call_service(self.state_client, KeyFrameState.Request(capture_current_view=capture),
+                             timeout_s)
+        name = self.params["split.keyframe_node"]
+        if reply is None:
+            raise KeyFramesUnavailableError(
+                f"the key-frame node {name!r} does not answer (not running?); start "
+                "keyframe_node, or use the embedded graph")
+        if not reply.success:
+            raise KeyFramesUnavailableError(f"the key-frame node {name!r}: {reply.message}")
+        return reply
 
+    # -- questions ------------------------------------------------------------------------------
     def ask(self, question: str, choices: Sequence[str], *, timeout_s: float,
             on_text: Callable[[str], None] | None = None,
             on_stage: Callable[[str], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> AnswerResult:
-        def handle(deadline: float, timing: TimingInfo) -> AnswerResult:
+            should_stop: Callable[[], bool] | None = None,
+            ticket: Ticket | None = None) -> AnswerResult:
+        queue, answerer = self.questions_queue, self.answerer
+        if queue is None or answerer is None:
+            return AnswerResult.failure(CancelledError("the reasoning node is not active"))
+
+        def handle(deadline: float, timing: TimingInfo, tk: Ticket) -> AnswerResult:
             question_text = format_question(question, list(choices) or None)
-            episode_id, last = self._sync(deadline)
+            timeout = min(self.params["split.peer_timeout_s"], max(0.1, deadline - time.monotonic()))
+            state = self._keyframe_state(True, timeout)
+            episode, last = state.episode_id, state.last_keyframe_index
+            tk.episode_id = episode
             if last < 0:
                 raise NoKeyFramesError("no camera frame has been received in this episode; "
-                                       "check that images arrive on the camera topic")
+                                       f"check that images arrive on {self.params['camera.topic']}")
             if on_stage is not None:
                 on_stage("waiting_for_perception")
             start = time.monotonic()
-            # Descriptions of the new episode may still be in flight: wait for the episode
-            # switch and for the last key frame together.
-            while True:
-                with self._lock:
-                    same_episode = self.memory.episode_id == episode_id
-                if same_episode and self.progress.wait_for(
-                        last, min(0.2, max(0.0, deadline - time.monotonic())), should_stop):
-                    break
-                if should_stop is not None and should_stop():
-                    raise CancelledError("cancelled while waiting for perception")
-                if time.monotonic() > deadline:
-                    raise RequestTimeoutError(
-                        f"key frame {last} was not described in time; the perception node "
-                        "may be down or slower than the key-frame rate")
-            missing = self._wait_for_earlier(last, deadline, should_stop)
+            store = self._store(episode)
+            collected = collect_descriptions(
+                store.progress, store.memory, episode_id=episode, last_index=last,
+                deadline=deadline, should_stop=tk.should_stop, interrupted=tk.check,
+                check_alive=self._check_perception)
             timing.perception_s = time.monotonic() - start
-            with self._lock:
-                descriptions = self.memory.descriptions()
-                failures = self.progress.failures
-            if not descriptions and failures:
-                raise PerceptionError("every key frame failed perception; last error: "
-                                      + list(failures.values())[-1])
             if on_stage is not None:
                 on_stage("reasoning")
-            result = self.answerer.answer(question_text, descriptions, episode_id=episode_id,
-                                          deadline=deadline, on_text=on_text,
-                                          should_stop=should_stop, timing=timing)
-            lost = len(failures) + len(missing)
-            if lost and result.success:
-                result.message += (f" ({lost} key frame(s) of this episode have no description "
-                                   "and were left out)")
+            result = answerer.answer(question_text, collected.descriptions, episode_id=episode,
+                                     deadline=deadline, on_text=on_text,
+                                     should_stop=tk.should_stop, timing=timing)
+            if result.success:
+                result.message += collected.note()
             return result
 
-        return self.gate.run(timeout_s, handle, self.memory.episode_id)
+        return queue.run(handle, timeout_s=timeout_s, ticket=ticket, should_stop=should_stop)
 
-    MISSING_GRACE_S = 2.0
-
-    def _wait_for_earlier(self, last: int, deadline: float,
-                          should_stop: Callable[[], bool] | None) -> list[int]:
-        """After the last key frame is described, give earlier descriptions still in flight
-        a short grace period; return the indices that never arrived (left out, reported)."""
-        grace_end = min(deadline, time.monotonic() + self.MISSING_GRACE_S)
-        missing = [i for i in range(last) if not self.progress.is_processed(i)]
-        for index in missing:
-            self.progress.wait_for(index, max(0.0, grace_end - time.monotonic()), should_stop)
-        missing = [i for i in missing if not self.progress.is_processed(i)]
-        if missing:
-            self.get_logger().warning(
-                f"descriptions of key frames {missing} never arrived; answering without them "
-                "(check the perception node's log and the descriptions topic QoS)")
-        return missing
-
-    def close(self) -> None:
-        self.answerer.reasoner.close()
+    # -- status ---------------------------------------------------------------------------------
+    def _fill_status(self, status: NodeStatus) -> None:
+        params = self.params or {}
+        status.perception_model = params.get("perception.model", "")
+        status.reasoning_model = params.get("reasoning.model", "")
+        status.perception_mode = params.get("perception.mode", "")
+        status.reasoning_ready = self.answerer is not None
+        if self.state != "active":
+            return
+        try:
+            state = self._keyframe_state(False, params["split.peer_timeout_s"])
+            status.keyframe_node_alive = True
+            status.episode_id = state.episode_id
+            status.frames_received = state.frames_received
+            status.frames_sampled = state.frames_sampled
+            status.keyframes = state.keyframes
+        except KeyFramesUnavailableError as exc:
+            status.last_error = status.last_error or str(exc)
+        try:
+            self._peer_checked = 0.0
+            self._check_perception()
+            status.perception_node_alive = status.perception_ready = True
+        except PerceptionError as exc:
+            status.last_error = status.last_error or str(exc)
+        with self._lock:
+            store = self._stores.get(status.episode_id)
+        if store is not None:
+            status.described = len(store.memory)
+            status.perception_failed = len(store.progress.failures)
+        if self.questions_queue is not None:
+            status.questions_in_progress = self.questions_queue.in_progress()
 
 
 def main(args: list[str] | None = None) -> int:

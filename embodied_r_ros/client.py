@@ -1,0 +1,175 @@
+"""Python client of a running embodied_r_ros graph (either shape), over ROS 2.
+
+    from embodied_r_ros.client import connect
+
+    with connect(namespace="robot1") as client:
+        client.wait_for_graph(30)
+        reply = client.ask("Is the door to my left or right?", ["left", "right"])
+        print(reply.answer, reply.answer_text, reply.message)
+        result = client.ask_streaming("How do I get back to the red car?",
+                                      on_feedback=lambda f: print(f.stage, f.partial_text))
+        client.reset()
+        print(client.status())
+
+`ask` calls the AskSpatial service and blocks; `ask_streaming` sends an AnswerSpatial goal
+and reports feedback (stage, text so far) while it runs; it can be cancelled. Both return
+the typed response/result (success, error_code, message, answer, ...). `embodied-r ask |
+reset | status` are the command-line form (client_cli.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import rclpy
+from action_msgs.msg import GoalStatus
+from rclpy.action import ActionClient
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.node import Node
+from std_srvs.srv import Trigger
+
+from embodied_r_ros.action import AnswerSpatial
+from embodied_r_ros.msg import NodeStatus
+from embodied_r_ros.srv import AskSpatial, GetStatus
+
+
+class GraphUnavailableError(RuntimeError):
+    """The graph's service or action is not there (not started, other namespace/domain)."""
+
+
+def wait_future(future: Any, timeout_s: float, what: str) -> Any:
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    if not done.wait(timeout=timeout_s):
+        raise TimeoutError(f"no reply to {what} within {timeout_s:.0f}s")
+    return future.result()
+
+
+class GraphClient(Node):
+    """An rclpy node with clients for the graph's services and action."""
+
+    def __init__(self, name: str = "embodied_r_client", *, namespace: str = "",
+                 ask_service: str = "ask", answer_action: str = "answer",
+                 reset_service: str = "reset_episode", status_service: str = "status") -> None:
+        super().__init__(name, namespace=namespace)
+        group = ReentrantCallbackGroup()
+        self.ask_client = self.create_client(AskSpatial, ask_service, callback_group=group)
+        self.reset_client = self.create_client(Trigger, reset_service, callback_group=group)
+        self.status_client = self.create_client(GetStatus, status_service, callback_group=group)
+        self.answer_client = ActionClient(self, AnswerSpatial, answer_action,
+                                          callback_group=group)
+
+    # -- discovery --------------------------------------------------------------------------
+    def wait_for_graph(self, timeout_s: float,
+                       alive_check: Callable[[], None] | None = None) -> None:
+        """Wait until the ask service and the answer action are served."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if alive_check is not None:
+                alive_check()
+            if self.ask_client.service_is_ready() and self.answer_client.server_is_ready():
+                return
+            time.sleep(0.1)
+        raise GraphUnavailableError(
+            f"no embodied_r_ros graph answers on {self.ask_client.srv_name} within "
+            f"{timeout_s:.0f}s; is it running, active, in this namespace and ROS_DOMAIN_ID?")
+
+    def _ready(self, client: Any, timeout_s: float) -> None:
+        if not client.wait_for_service(timeout_sec=timeout_s):
+            raise GraphUnavailableError(f"service {client.srv_name} is not available; is the "
+                                        "graph running and active?")
+
+    # -- calls ------------------------------------------------------------------------------
+    def ask(self, question: str, choices: Sequence[str] = (), timeout_s: float = 0.0
+            ) -> AskSpatial.Response:
+        """Blocking question; the reply comes back by the question's own time limit
+        (`timeout_s`, 0 = the node's default)."""
+        self._ready(self.ask_client, 10.0)
+        request = AskSpatial.Request(question=question, choices=list(choices),
+                                     timeout_s=float(timeout_s))
+        limit = (timeout_s if timeout_s > 0 else 300.0) + 30.0
+        return wait_future(self.ask_client.call_async(request), limit, "AskSpatial")
+
+    def ask_streaming(self, question: str, choices: Sequence[str] = (), timeout_s: float = 0.0,
+                      on_feedback: Callable[[AnswerSpatial.Feedback], None] | None = None,
+                      cancel: threading.Event | None = None
+                      ) -> tuple[int, AnswerSpatial.Result]:
+        """Question as an action: feedback while it runs; set `cancel` to stop it.
+        Returns (GoalStatus code, result). A goal the node rejects (queue full) returns
+        (STATUS_ABORTED, a result with error_code BUSY)."""
+        if not self.answer_client.wait_for_server(timeout_sec=10.0):
+            raise GraphUnavailableError("action answer is not available; is the graph "
+                                        "running and active?")
+        goal = AnswerSpatial.Goal(question=question, choices=list(choices),
+                                  timeout_s=float(timeout_s))
+        handle = wait_future(self.answer_client.send_goal_async(
+            goal, feedback_callback=(lambda f: on_feedback(f.feedback)) if on_feedback else None),
+            30.0, "the AnswerSpatial goal")
+        if not handle.accepted:
+            from embodied_r_ros.core.errors import ErrorCode
+
+            return GoalStatus.STATUS_ABORTED, AnswerSpatial.Result(
+                success=False, error_code=int(ErrorCode.BUSY),
+                message="the node rejected the question: too many questions in progress")
+        result_future = handle.get_result_async()
+        limit = time.monotonic() + (timeout_s if timeout_s > 0 else 300.0) + 30.0
+        cancelled = False
+        while not result_future.done():
+            if cancel is not None and cancel.is_set() and not cancelled:
+                handle.cancel_goal_async()
+                cancelled = True
+            if time.monotonic() > limit:
+                raise TimeoutError("no AnswerSpatial result in time")
+            time.sleep(0.05)
+        reply = result_future.result()
+        return reply.status, reply.result
+
+    def reset(self) -> Trigger.Response:
+        self._ready(self.reset_client, 10.0)
+        return wait_future(self.reset_client.call_async(Trigger.Request()), 30.0, "reset_episode")
+
+    def status(self) -> NodeStatus:
+        self._ready(self.status_client, 10.0)
+        return wait_future(self.status_client.call_async(GetStatus.Request()), 30.0,
+                           "status").status
+
+
+@contextmanager
+def spinning(node: Node) -> Iterator[Node]:
+    """Spin `node` on a background executor (rclpy initialised if needed)."""
+    owns = False
+    if not rclpy.ok():
+        rclpy.init()
+        owns = True
+    executor = MultiThreadedExecutor(num_threads=4)
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    try:
+        yield node
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        node.destroy_node()
+        if owns and rclpy.ok():
+            rclpy.shutdown()
+
+
+@contextmanager
+def connect(**kwargs: Any) -> Iterator[GraphClient]:
+    """A spinning `GraphClient` (keyword arguments as GraphClient's)."""
+    if not rclpy.ok():
+        rclpy.init()
+        owns = True
+    else:
+        owns = False
+    try:
+        with spinning(GraphClient(**kwargs)) as client:
+            yield client  # type: ignore[misc]
+    finally:
+        if owns and rclpy.ok():
+            rclpy.shutdown()
