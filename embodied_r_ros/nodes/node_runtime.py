@@ -5,7 +5,8 @@ Every embodied_r_ros node is a lifecycle (managed) node. With the `autostart` pa
 fails the reason is printed and the process exits with code 1, so `ros2 launch` and the
 runner show why it stopped. With autostart false the node waits, unconfigured, for a
 lifecycle manager (or `ros2 lifecycle set`), and a failed configure leaves it alive and
-unconfigured, ready for another try.
+unconfigured, ready for another try. A lifecycle `shutdown` transition (from any state)
+releases everything and ends the process with code 0.
 
 `CallbackGuard` wraps ROS callbacks so that no input can end a node: an exception is
 counted per callback kind, logged (at most once per 5 s per kind, with the count) and the
@@ -120,7 +121,10 @@ def run_node(factory: Callable[[], LifecycleNode], args: list[str] | None = None
                                                          getattr(node, "executor_threads", 0)))
         executor.add_node(node)
         try:
-            executor.spin()
+            # Spin until shutdown (Ctrl-C, SIGTERM via launch) or until the node is
+            # finalized by a lifecycle shutdown transition; then the process exits 0.
+            while rclpy.ok() and lifecycle_state(node) != "finalized":
+                executor.spin_once(timeout_sec=0.2)
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
         return 0
