@@ -109,13 +109,29 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
               ("streaming", "on_query")),
     *_model_params("perception", "vision-language model", 0.1, 1024),
     ParamSpec("perception.max_image_side", 640,
-              "Longest image side sent to the VLM (0 = as received).", minimum=0),
+              "Key frames are shrunk so their longer side is at most this many pixels "
+              "before they are encoded for the VLM: fewer image tokens, faster answers, "
+              "less detail. 0 sends them as received (the paper's full resolution).",
+              minimum=0),
+    ParamSpec("perception.image_format", "jpeg",
+              "Encoding of the key frames sent to the VLM: 'jpeg' (OpenCV JPEG, as the "
+              "method does) or 'png' (lossless). In-process backends decode it again, so "
+              "they see the same pixels as a server.", ("jpeg", "png")),
+    ParamSpec("perception.jpeg_quality", 95,
+              "JPEG quality 1-100 of the key frames sent to the VLM; 95 (OpenCV's "
+              "default) is what the method uses.", minimum=1),
     ParamSpec("perception.use_odometry", False,
               "Take the motion between key frames from odometry instead of the VLM's guess."),
     ParamSpec("perception.odometry_topic", "/odom",
               "nav_msgs/Odometry topic used when perception.use_odometry is true."),
     # --- reasoning (LM) ------------------------------------------------------------------
     *_model_params("reasoning", "reasoning language model", 0.0, 1024),
+    # --- prompts ---------------------------------------------------------------------------
+    ParamSpec("prompts.file", "",
+              "YAML file with your own prompt templates (perception, reasoning, video "
+              "text, consistency judge); keys left out keep the shipped wording. Empty = "
+              "the shipped prompts. See docs/method.md and `python -m "
+              "embodied_r_ros.core.prompt_set`."),
     # --- questions -------------------------------------------------------------------------
     ParamSpec("qa.default_timeout_s", 300.0,
               "Time limit of one question when the request gives none.", minimum=0.1),
@@ -233,8 +249,9 @@ _MODEL_KEYS = ("backend", "model", "device", "dtype", "base_url", "api_key_env",
 def model_spec_dict(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """The `ModelSpec.from_dict` input for 'perception' or 'reasoning'."""
     spec = {key: params[f"{prefix}.{key}"] for key in _MODEL_KEYS}
-    if f"{prefix}.max_image_side" in params:
-        spec["max_image_side"] = params[f"{prefix}.max_image_side"]
+    for key in ("max_image_side", "image_format", "jpeg_quality"):
+        if f"{prefix}.{key}" in params:
+            spec[key] = params[f"{prefix}.{key}"]
     extra = extra_json(params, prefix)
     if extra:
         spec["extra"] = extra
