@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -21,6 +22,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import cv2
 import httpx
 import numpy as np
 import pytest
@@ -106,10 +108,13 @@ def _spec(base_url: str, model: str, **kw) -> ModelSpec:
     return ModelSpec(backend="openai", model=model, base_url=base_url, max_new_tokens=10, **kw)
 
 
-def test_perceiver_matches_in_process(served_vlm, tiny_models) -> None:
+@pytest.mark.parametrize("image_format", ["jpeg", "png"])
+def test_perceiver_matches_in_process(served_vlm, tiny_models, image_format) -> None:
+    """Same model, same frames: the server (which decodes the data URLs) and the
+    in-process backend (which decodes its own JPEG) answer alike."""
     base_url, model = served_vlm
-    remote = make_perceiver(_spec(base_url, model))
-    local = make_perceiver(ModelSpec(model=str(tiny_models.vlm), device="cpu"))
+    remote = make_perceiver(_spec(base_url, model, image_format=image_format))
+    local = make_perceiver(ModelSpec(model=str(tiny_models.vlm), device="cpu", image_format=image_format))
     try:
         assert isinstance(remote, OpenAIPerceiver)
         for n in (1, 2):
@@ -278,19 +283,38 @@ def test_timeout(scripted) -> None:
         reasoner.close()
 
 
-def test_perceiver_sends_images_as_data_urls(scripted) -> None:
+def test_perceiver_sends_the_reference_jpeg_data_urls(scripted) -> None:
+    """Default request: prompt text, then each frame as the data URL of
+    cv2.imencode(".jpg", bgr_frame) at full resolution (the reference's bytes)."""
     url, script = scripted
-    perceiver = make_perceiver(_spec(url, "m", max_image_side=160, extra={"repetition_penalty": 1.05}))
+    perceiver = make_perceiver(_spec(url, "m", extra={"repetition_penalty": 1.05}))
     try:
         frames = _frames(2)
         assert perceiver.describe(frames, "What changed?", GREEDY) == script.reply
         body = script.bodies[-1]
         parts = body["messages"][0]["content"]
-        assert [p["type"] for p in parts] == ["image_url", "image_url", "text"]
-        decoded = from_data_url(parts[0]["image_url"]["url"])
-        assert decoded.shape == (120, 160, 3)
+        assert [p["type"] for p in parts] == ["text", "image_url", "image_url"]
+        assert parts[0]["text"] == "What changed?"
+        for part, rgb in zip(parts[1:], frames):
+            ok, reference = cv2.imencode(".jpg", np.ascontiguousarray(rgb[:, :, ::-1]))
+            assert ok
+            expected = "data:image/jpeg;base64," + base64.b64encode(reference.tobytes()).decode()
+            assert part["image_url"]["url"] == expected
+            assert from_data_url(part["image_url"]["url"]).shape == (240, 320, 3)
         assert body["repetition_penalty"] == 1.05 and body["max_tokens"] == 10
         assert body["model"] == "m" and body["temperature"] == 0.0
+    finally:
+        perceiver.close()
+
+
+def test_perceiver_image_settings_reach_the_request(scripted) -> None:
+    url, script = scripted
+    perceiver = make_perceiver(_spec(url, "m", max_image_side=160, image_format="png"))
+    try:
+        perceiver.describe(_frames(1), "Describe.", GREEDY)
+        image_url = script.bodies[-1]["messages"][0]["content"][1]["image_url"]["url"]
+        assert image_url.startswith("data:image/png;base64,")
+        assert from_data_url(image_url).shape == (120, 160, 3)
     finally:
         perceiver.close()
 
@@ -328,7 +352,7 @@ def test_pure_helpers() -> None:
     assert normalize_base_url("http://h:8000/v1/") == "http://h:8000/v1"
     body = build_body(
         "m", MESSAGES, GenerationSettings(temperature=0.7, top_p=0.9, seed=3), True,
-        {"image_format": "jpeg", "min_p": 0.1},
+        {"check_model_on_start": False, "min_p": 0.1},
     )
     assert body["stream"] is True and body["top_p"] == 0.9 and body["seed"] == 3
-    assert body["min_p"] == 0.1 and "image_format" not in body
+    assert body["min_p"] == 0.1 and "check_model_on_start" not in body

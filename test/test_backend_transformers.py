@@ -76,6 +76,13 @@ def test_perceiver_downscales_large_images(tiny_models) -> None:
         p.close()
 
 
+def test_perceiver_puts_the_prompt_before_the_images(perceiver) -> None:
+    """The reference's message order: the prompt text, then image 1, image 2."""
+    text = perceiver._prompt_text(2, "What changed?")
+    assert text.count("<|vision_start|>") == 2
+    assert text.index("What changed?") < text.index("<|vision_start|>")
+
+
 def test_perceiver_rejects_bad_image(perceiver) -> None:
     with pytest.raises(InvalidRequestError):
         perceiver.describe([np.zeros((10, 10), dtype=np.uint8)], "Describe.", GREEDY)
@@ -193,7 +200,8 @@ def test_model_spec_from_dict_and_settings() -> None:
             "max_new_tokens": 1024,
             "seed": 3,
             "max_image_side": 640,
-            "extra": {"image_format": "jpeg"},
+            "image_format": "png",
+            "jpeg_quality": 90,
         }
     )
     assert spec.timeout_s == 30.0 and isinstance(spec.timeout_s, float)

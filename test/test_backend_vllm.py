@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from embodied_r_ros.core.backends.factory import make_perceiver, make_reasoner
-from embodied_r_ros.core.backends.images import to_pil_list
+from embodied_r_ros.core.backends.images import ImageEncoding, model_images
 from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.backends.vllm_backend import (
     engine_kwargs,
@@ -78,9 +78,11 @@ def test_multimodal_prompt_with_real_processor(tiny_models) -> None:
 
     processor = AutoProcessor.from_pretrained(tiny_models.vlm)
     frames = [np.zeros((240, 320, 3), np.uint8), np.full((240, 320, 3), 200, np.uint8)]
-    pils = to_pil_list(frames, max_side=160)
+    pils = model_images(frames, ImageEncoding(max_side=160))
     text = render_prompt(processor, perception_messages(2, "What changed?"))
     assert text.count("<|image_pad|>") == 2 and text.endswith("assistant\n")
+    # The prompt text comes before the images, as in the reference's requests.
+    assert text.index("What changed?") < text.index("<|vision_start|>")
     prompt = multimodal_prompt(text, pils)
     assert prompt["prompt"] == text and prompt["multi_modal_data"]["image"] == pils
     assert pils[0].size == (160, 120)

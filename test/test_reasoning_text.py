@@ -25,17 +25,10 @@ from embodied_r_ros.core.reasoning_prompts import (
 )
 from embodied_r_ros.core.types import FrameDescription
 
-DEMO = Path("/work/shared/data/data_demo.json")
-RECORDS = [
-    {
-        "question": "<video>Please assume the role of an agent. The video represents your "
-        "egocentric observations from the past to the present. Question: Measuring from the "
-        "closest point of each object, which of these objects (computer tower, chair, "
-        "whiteboard, telephone) is the closest to the door?\n\nChoices: \nA. computer tower"
-        "\nB. chair\nC. whiteboard\nD. telephone\n",
-        "answer": "C",
-    }
-]
+# Question records in the published record format (Question_id, video_id,
+# question_category, question, answer, scene_name); the texts are the project's own.
+RECORDS_FILE = Path(__file__).with_name("fixtures") / "question_records.json"
+RECORDS = json.loads(RECORDS_FILE.read_text(encoding="utf-8"))
 
 
 # ------------------------------------------------------------------ question formatting
@@ -62,30 +55,34 @@ def test_free_text_question_has_no_choices_block():
 
 
 def test_dataset_record_is_normalised_without_doubling_choices():
-    text = format_question(RECORDS[0]["question"])
+    record = RECORDS[1]
+    text = format_question(record["question"])
     assert text == (
-        "Question: Measuring from the closest point of each object, which of these objects "
-        "(computer tower, chair, whiteboard, telephone) is the closest to the door?\n"
-        "Choices:\nA. computer tower\nB. chair\nC. whiteboard\nD. telephone"
+        "Question: Measured between their closest points, which of these objects (lamp, "
+        "sofa, fridge, plant) is nearest to the bed?\n"
+        "Choices:\nA. lamp\nB. sofa\nC. fridge\nD. plant"
     )
     assert text.count("Choices:") == 1
     assert "<video>" not in text and "assume the role" not in text
     assert format_question(text) == text  # idempotent
     # Same options given twice is fine; different options is an error.
-    assert format_question(RECORDS[0]["question"], ["computer tower", "chair", "whiteboard", "telephone"]) == text
+    assert format_question(record["question"], ["lamp", "sofa", "fridge", "plant"]) == text
     with pytest.raises(InvalidRequestError):
-        format_question(RECORDS[0]["question"], ["left", "right"])
+        format_question(record["question"], ["left", "right"])
 
 
-def test_shared_demo_records_keep_their_notes():
-    records = json.loads(DEMO.read_text()) if DEMO.exists() else RECORDS
-    for record in records:
+def test_fixture_records_keep_their_notes_and_letters():
+    assert [sorted(r) for r in RECORDS] == [sorted(
+        ["Question_id", "video_id", "question_category", "question", "answer", "scene_name"]
+    )] * len(RECORDS)
+    for record in RECORDS:
         text = format_question(record["question"])
         assert text.startswith("Question: ") and text.count("Choices:") == 1
         letters = [letter for letter, _ in parse_choices(text)]
         assert letters == list(OPTION_LETTERS[: len(letters)]) and record["answer"] in letters
-    if DEMO.exists():
-        assert "turn at least 135 degrees" in format_question(records[0]["question"])
+    first = format_question(RECORDS[0]["question"])
+    assert "\nCount an object as behind me when I would need to turn by more than 135 degrees" in first
+    assert first.endswith("Choices:\nA. left\nB. right\nC. back")
 
 
 @pytest.mark.parametrize("question", ["", "   ", "<video>", "Question:  "])
@@ -115,13 +112,18 @@ def test_reasoning_messages():
     q = format_question("Which did I see first?", ["the car", "the tree"])
     msgs = build_reasoning_messages("VIDEO TEXT LINE", q)
     assert [m["role"] for m in msgs] == ["system", "user"]
-    assert msgs[0]["content"] == REASONING_SYSTEM_PROMPT
-    for tag in ("<think>", "</think>", "<answer>", "</answer>"):
-        assert tag in REASONING_SYSTEM_PROMPT
+    system = msgs[0]["content"]
+    assert system == REASONING_SYSTEM_PROMPT
+    # Think first, then answer; the two tags; the answer follows from the reasoning.
+    assert system.index("<think>") < system.index("</think>") < system.index("<answer>") < system.index("</answer>")
+    assert "before you answer" in system and "follow directly from it" in system
     user = msgs[1]["content"]
-    assert "You are the agent" in user and "own eyes" in user
-    assert user.index("VIDEO TEXT LINE") < user.index(q)
-    assert user.endswith("B. the tree")
+    # You are the agent; the video is your own view from the past to the present; the
+    # video content; then the question with its choices.
+    assert user.startswith("Imagine you are the agent.")
+    assert "with your own eyes, from the past up to the present moment" in user
+    assert user.index("present moment") < user.index("VIDEO TEXT LINE") < user.index(q)
+    assert user.endswith(q) and q.endswith("B. the tree")
 
 
 def test_consistency_messages_hold_question_and_reasoning_only():
@@ -132,6 +134,8 @@ def test_consistency_messages_hold_question_and_reasoning_only():
     assert "(A, B, C)" in user and "single letter" in user
     assert "Frame 0" not in user
     assert msgs[0]["role"] == "system"
+    free = build_consistency_messages(format_question("How far?"), "far")[-1]["content"]
+    assert "(the option letters)" in free
 
 
 # ------------------------------------------------------------------ memory
@@ -155,12 +159,15 @@ def test_render_video_text_format():
         "Frame 1: After move forward, Observe: A table on the left.",
         f"Frame 2: After {UNKNOWN_ACTION_TEXT}, Observe: (no description)",
     ]
-    assert "Frame 0 is the view at the start" in VIDEO_PREAMBLE
-    assert "last frame is the current view" in VIDEO_PREAMBLE
+    # The preamble: the video is text, frame 0 the starting view, the last frame the
+    # current view.
+    assert VIDEO_PREAMBLE.startswith("The video is described in text")
+    assert "Frame 0 is the starting view" in VIDEO_PREAMBLE
+    assert "the last frame is the view at its current position" in VIDEO_PREAMBLE
 
 
 def test_render_empty():
-    assert render_video_text([]).startswith(VIDEO_PREAMBLE)
+    assert render_video_text([]).splitlines() == [VIDEO_PREAMBLE, "(no frames were recorded)"]
 
 
 def test_memory_orders_by_keyframe_and_rejects_duplicates():

@@ -124,12 +124,20 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
                    "e.g. Qwen/Qwen2.5-VL-72B-Instruct or /models/qwen2.5-vl-7b"),
     ParamSpec("perception.max_image_side", 640,
               "Longest side of the key-frame images kept, published and sent to the VLM "
-              "(0 = full size). Key-frame detection always runs on the full decoded frame; "
-              "the shrink happens after selection.", minimum=0),
+              "(0 = full size, the paper's setup). Key-frame detection always runs on the "
+              "full decoded frame; the shrink happens after selection: fewer image tokens "
+              "and faster answers, less detail.", minimum=0),
     ParamSpec("perception.max_queue", 64,
               "Most key frames waiting for the VLM. When perception falls behind, the "
               "oldest waiting key frame is dropped (counted, reported in answers).",
               minimum=1),
+    ParamSpec("perception.image_format", "jpeg",
+              "Encoding of the key frames sent to the VLM: 'jpeg' (OpenCV JPEG, as the "
+              "method does) or 'png' (lossless). In-process backends decode it again, so "
+              "they see the same pixels as a server.", ("jpeg", "png")),
+    ParamSpec("perception.jpeg_quality", 95,
+              "JPEG quality 1-100 of the key frames sent to the VLM; 95 (OpenCV's "
+              "default) is what the method uses.", minimum=1),
     ParamSpec("perception.use_odometry", False,
               "Take the motion between key frames from odometry instead of the VLM's guess."),
     ParamSpec("perception.odometry_topic", "/odom",
@@ -137,6 +145,12 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
     # --- reasoning (LM) ------------------------------------------------------------------
     *_model_params("reasoning", "reasoning language model", 0.0, 1024,
                    "e.g. EmbodiedCity/Embodied-R or /models/embodied-r-3b"),
+    # --- prompts ---------------------------------------------------------------------------
+    ParamSpec("prompts.file", "",
+              "YAML file with your own prompt templates (perception, reasoning, video "
+              "text, consistency judge); keys left out keep the shipped wording. Empty = "
+              "the shipped prompts. See docs/method.md and `python -m "
+              "embodied_r_ros.core.prompt_set`."),
     # --- questions -------------------------------------------------------------------------
     ParamSpec("qa.default_timeout_s", 300.0,
               "Time limit of one question when the request gives none.", minimum=0.1),
@@ -293,8 +307,9 @@ _MODEL_KEYS = ("backend", "model", "device", "dtype", "base_url", "api_key_env",
 def model_spec_dict(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """The `ModelSpec.from_dict` input for 'perception' or 'reasoning'."""
     spec = {key: params[f"{prefix}.{key}"] for key in _MODEL_KEYS}
-    if f"{prefix}.max_image_side" in params:
-        spec["max_image_side"] = params[f"{prefix}.max_image_side"]
+    for key in ("max_image_side", "image_format", "jpeg_quality"):
+        if f"{prefix}.{key}" in params:
+            spec[key] = params[f"{prefix}.{key}"]
     extra = extra_json(params, prefix)
     if extra:
         spec["extra"] = extra

@@ -2,19 +2,24 @@
 
 `EpisodeMemory` keeps `FrameDescription` objects sorted by `keyframe_index`; it is shared
 between the perception worker (writer) and the question handler (reader), so every method
-takes a lock. `render_video_text` turns a list of descriptions into the LM's "video":
+takes a lock. `render_video_text` turns a list of descriptions into the LM's "video"
+(docs/method.md §3), with the shipped templates:
 
-    <preamble>
+    <preamble: the video is given as text; frame 0 is the starting view, the last frame
+     the current view>
     Frame 0: Observe: <observation>
     Frame 1: After <action>, Observe: <observation>
     ...
 
 Frames are renumbered 0..n-1 by their position in the list given (key-frame indices may
 have gaps after count limiting). A frame after the first whose action is ``None`` or empty
-is written "After an unknown movement, Observe: ...". An empty observation is written as
-"(no description)". Newlines and runs of whitespace inside observations and actions are
-collapsed to one space so each frame stays on one line. The action of frame 0 is never
-shown (it has no previous frame).
+is written with the ``reasoning.unknown_action`` text ("an unknown movement"), an empty
+observation with ``reasoning.empty_observation`` ("(no description)"). With
+``reasoning.one_line_frames`` (the default) newlines and runs of whitespace inside
+observations and actions become one space, so each frame stays on one line; otherwise the
+text is kept as the perception model wrote it (as the reference does). The action of
+frame 0 is never shown (it has no previous frame). Every text here is a template of the
+`PromptSet` given (shipped wording by default).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import re
 import threading
 from collections.abc import Sequence
 
+from embodied_r_ros.core.prompt_set import PromptSet
+from embodied_r_ros.core.prompt_text import SHIPPED_TEMPLATES
 from embodied_r_ros.core.types import FrameDescription
 
 __all__ = [
@@ -34,14 +41,10 @@ __all__ = [
     "EMPTY_OBSERVATION_TEXT",
 ]
 
-VIDEO_PREAMBLE = (
-    "The video is given as text: one line per key frame, in time order. Frame 0 is the "
-    "view at the start and the last frame is the current view. Each later line says "
-    "which movement led to that frame and what was seen there."
-)
-UNKNOWN_ACTION_TEXT = "an unknown movement"
-EMPTY_OBSERVATION_TEXT = "(no description)"
-_NO_FRAMES_TEXT = "(no frames were recorded)"
+# The shipped wording (a prompt file may replace each of them).
+VIDEO_PREAMBLE = str(SHIPPED_TEMPLATES["reasoning.video_preamble"])
+UNKNOWN_ACTION_TEXT = str(SHIPPED_TEMPLATES["reasoning.unknown_action"])
+EMPTY_OBSERVATION_TEXT = str(SHIPPED_TEMPLATES["reasoning.empty_observation"])
 _WS = re.compile(r"\s+")
 
 
@@ -49,18 +52,26 @@ def _flat(text: str | None) -> str:
     return _WS.sub(" ", text or "").strip()
 
 
-def render_video_text(descriptions: Sequence[FrameDescription]) -> str:
+def _kept(text: str | None) -> str:
+    return (text or "").strip()
+
+
+def render_video_text(descriptions: Sequence[FrameDescription], prompts: PromptSet | None = None) -> str:
     """Render descriptions as the LM's video text (format in the module docstring)."""
-    lines = [VIDEO_PREAMBLE]
+    prompts = prompts or PromptSet.default()
+    clean = _flat if prompts.flag("reasoning.one_line_frames") else _kept
+    preamble = prompts.text("reasoning.video_preamble")
+    lines = [preamble] if preamble.strip() else []
     if not descriptions:
-        lines.append(_NO_FRAMES_TEXT)
+        lines.append(prompts.text("reasoning.no_frames"))
+    empty = prompts.text("reasoning.empty_observation")
     for i, desc in enumerate(descriptions):
-        observation = _flat(desc.observation) or EMPTY_OBSERVATION_TEXT
+        observation = clean(desc.observation) or empty
         if i == 0:
-            lines.append(f"Frame 0: Observe: {observation}")
+            lines.append(prompts.render("reasoning.frame_first", index=0, observation=observation))
         else:
-            action = _flat(desc.action) or UNKNOWN_ACTION_TEXT
-            lines.append(f"Frame {i}: After {action}, Observe: {observation}")
+            action = clean(desc.action) or prompts.text("reasoning.unknown_action")
+            lines.append(prompts.render("reasoning.frame_next", index=i, action=action, observation=observation))
     return "\n".join(lines)
 
 
@@ -155,9 +166,9 @@ class EpisodeMemory:
         with self._lock:
             return list(self._items)
 
-    def render(self) -> str:
+    def render(self, prompts: PromptSet | None = None) -> str:
         """`render_video_text` of the current contents."""
-        return render_video_text(self.descriptions())
+        return render_video_text(self.descriptions(), prompts)
 
     def clear(self, new_episode_id: str = "") -> None:
         """Drop everything and start episode ``new_episode_id``."""

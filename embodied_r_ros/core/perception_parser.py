@@ -1,22 +1,32 @@
 """Turn the perception model's free text into an (action, observation) pair.
 
-Splitting rules (FACTS §3):
+The split follows the reference's rule exactly (docs/method.md §3), so a cached reply
+gives the same observation text as the reference would:
 
-* first key frame: the whole text is the observation and the action is ``None``;
-* later key frames: the reply should have three numbered parts. Part 1 becomes the action
-  (normalised with :func:`normalize_action`, ``None`` when it names no known motion) and
-  parts 2 and 3 joined become the observation. Any text before part 1 is dropped.
-* when part 1 or part 2 cannot be found, the whole text is the observation and the
-  action is ``None``.
+* first key frame: the whole reply is the observation; the action is ``None``;
+* later key frames: the reply is split only when it contains each of the strings "1.",
+  "2." and "3." somewhere. Then
+  - part 1 is the text after the first "1." that is followed, later on, by a line break,
+    optional white space, an optional "###" heading mark, and "2."; it ends there;
+  - part 2 is the text after the first "2." up to a line break + optional white space +
+    optional "###" + "3.", found the same way;
+  - part 3 is everything after the first "3.";
+  each part is stripped of surrounding white space. The observation is part 2 and part 3
+  joined with one space; part 1 becomes the action.
+* the whole reply is the observation, with action ``None``, when a marker string is
+  missing or part 2 cannot be found (the reference gets there through an exception).
+  Part 1 alone may be missing: the action is then ``None`` but the observation is still
+  parts 2 and 3.
 
-Numbered-part markers are recognised at the start of a line in any of these shapes, with
-optional markdown heading ``#``, list bullet, or bold ``**``/``__`` around them:
-``1.``, ``1)``, ``1:``, ``(1)``, ``Step 1:``, ``Part 1 -``, ``**1.**``, ``### 1.``.
-If no line-start markers are found, inline ``(1) ... (2) ...`` or ``Part 1: ...`` markers
-are tried. A number followed by a digit (``1.5 m``) is not a marker.
+Resolved by following the reference (its behaviour, not a reading of the prompt): the
+markers are matched anywhere, not only at the start of a line, so "3." inside "3.5 m"
+counts; a "1)", "(1)" or "**1.**" numbering is not split; text before part 1 is dropped;
+the observation keeps the model's own line breaks and markdown (`render_video_text` may
+put it on one line).
 
-Observations are returned as one line: markdown emphasis and heading signs are removed
-and runs of whitespace (newlines included) become single spaces. Nothing here raises.
+One addition: part 1 is mapped onto the ten actions with `normalize_action` ("**Action:**
+Moved forward." -> "move forward"); when it names no known motion, its text is kept as
+the action, as the reference keeps it. Nothing here raises.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from dataclasses import dataclass
 
 from embodied_r_ros.core.perception_prompts import ACTIONS
 
-__all__ = ["ParsedFrameText", "parse_frame_description", "normalize_action"]
+__all__ = ["ParsedFrameText", "parse_frame_description", "normalize_action", "split_numbered_parts"]
 
 
 @dataclass
@@ -38,81 +48,43 @@ class ParsedFrameText:
     raw_text: str
 
 
-# --------------------------------------------------------------------------- markers
-
-_LINE_MARKER = re.compile(
-    r"^[ \t>]*(?:#{1,6}[ \t]*)?(?:[-*+\u2022][ \t]+)?(?:\*\*|__)?[ \t]*"
-    r"(?:(?:step|part|section|item)[ \t]*(?P<a>[1-9])(?![\d.,]\d)"
-    r"|\((?P<b>[1-9])\)"
-    r"|(?P<c>[1-9])(?=[.):](?!\d)))"
-    r"[ \t]*[.):\-\u2013\u2014]*[ \t]*(?:\*\*|__)?[ \t]*[.):\-\u2013\u2014]?",
-    re.IGNORECASE | re.MULTILINE,
-)
-
-_INLINE_MARKER = re.compile(
-    r"(?:\((?P<a>[1-9])\)|\b(?:step|part)[ \t]*(?P<b>[1-9])[ \t]*[:.\-\u2013\u2014])[ \t]*",
-    re.IGNORECASE,
-)
-
-_MD_NOISE = re.compile(r"\*\*|__|`+|^[ \t]*#{1,6}[ \t]*", re.MULTILINE)
-_SPACES = re.compile(r"\s+")
+# --------------------------------------------------------------------------- the split
+# A part ends where a line break, optional white space and an optional "###" heading mark
+# come before the next number.
+_PART_1 = re.compile(r"1\.(.*?)(?=\n\s*(?:#{3}\s*)?2\.)", re.DOTALL)
+_PART_2 = re.compile(r"2\.(.*?)(?=\n\s*(?:#{3}\s*)?3\.)", re.DOTALL)
+_PART_3 = re.compile(r"3\.(.*)", re.DOTALL)
 
 
-def _one_line(text: str) -> str:
-    """Strip markdown emphasis/headings and collapse all whitespace to single spaces."""
-    return _SPACES.sub(" ", _MD_NOISE.sub("", text)).strip()
-
-
-def _markers(pattern: re.Pattern[str], text: str) -> list[tuple[int, int, int]]:
-    found = []
-    for m in pattern.finditer(text):
-        num = next(g for g in m.groups() if g is not None)
-        found.append((m.start(), m.end(), int(num)))
-    return found
-
-
-def _split_parts(text: str) -> tuple[str, str, str] | None:
-    """Return the text of parts 1, 2, 3 (part 3 may be empty), or None if not numbered."""
-    for pattern in (_LINE_MARKER, _INLINE_MARKER):
-        marks = _markers(pattern, text)
-        chosen: list[tuple[int, int, int]] = []
-        for mark in marks:
-            wanted = len(chosen) + 1
-            if wanted > 3:
-                break
-            if mark[2] == wanted and (not chosen or mark[0] >= chosen[-1][1]):
-                chosen.append(mark)
-        if len(chosen) >= 2:
-            bounds = [(m[0], m[1]) for m in chosen] + [(len(text), len(text))]
-            parts = [text[bounds[i][1] : bounds[i + 1][0]] for i in range(len(chosen))]
-            while len(parts) < 3:
-                parts.append("")
-            return parts[0], parts[1], parts[2]
-    return None
-
-
-def _join_sentences(first: str, second: str) -> str:
-    """Join two observation parts; add a full stop when the first lacks end punctuation."""
-    if not first or not second:
-        return first or second
-    sep = " " if first[-1] in ".!?;:" else ". "
-    return first + sep + second
+def split_numbered_parts(text: str) -> tuple[str | None, str] | None:
+    """(part 1 or None, observation) of a pair reply, or None when it is not split."""
+    if not all(marker in text for marker in ("1.", "2.", "3.")):
+        return None
+    part2 = _PART_2.search(text)
+    part3 = _PART_3.search(text)
+    if part2 is None or part3 is None:
+        return None
+    part1 = _PART_1.search(text)
+    first = part1.group(1).strip() if part1 is not None else None
+    return first, part2.group(1).strip() + " " + part3.group(1).strip()
 
 
 def parse_frame_description(text: str, *, first: bool) -> ParsedFrameText:
     """Split one perception reply into action and observation (see module docstring)."""
     raw = text if isinstance(text, str) else ""
-    if first:
-        return ParsedFrameText(action=None, observation=_one_line(raw), raw_text=raw)
-    parts = _split_parts(raw)
-    if parts is None:
-        return ParsedFrameText(action=None, observation=_one_line(raw), raw_text=raw)
-    action = normalize_action(parts[0])
-    observation = _join_sentences(_one_line(parts[1]), _one_line(parts[2]))
+    split = None if first else split_numbered_parts(raw)
+    if split is None:
+        return ParsedFrameText(action=None, observation=raw, raw_text=raw)
+    part1, observation = split
+    action = None
+    if part1 is not None:
+        action = normalize_action(part1) or part1 or None
     return ParsedFrameText(action=action, observation=observation, raw_text=raw)
 
 
 # --------------------------------------------------------------------------- actions
+_MD_NOISE = re.compile(r"\*\*|__|`+|^[ \t]*#{1,6}[ \t]*", re.MULTILINE)
+_SPACES = re.compile(r"\s+")
 #
 # Synonyms accepted by normalize_action (case-insensitive, any inflection listed):
 #   translation verbs: move, go, walk, step, fly, advance, travel, strafe, shift, slide,

@@ -25,6 +25,8 @@ import re
 from collections.abc import Sequence
 
 from embodied_r_ros.core.errors import InvalidRequestError
+from embodied_r_ros.core.prompt_set import PromptSet, question_values
+from embodied_r_ros.core.prompt_text import SHIPPED_TEMPLATES
 from embodied_r_ros.core.types import ChatMessage
 
 __all__ = [
@@ -39,18 +41,9 @@ __all__ = [
 
 OPTION_LETTERS = "ABCDEFGH"
 
-REASONING_SYSTEM_PROMPT = (
-    "You answer questions about what you have seen. Work the problem out step by step "
-    "before you answer. Write all of your reasoning between <think> and </think>, then "
-    "write the final answer between <answer> and </answer>, and nothing after it. The "
-    "answer must be the conclusion your reasoning reaches. When the question lists "
-    "lettered choices, the answer is only the letter of the chosen option."
-)
-
-CONSISTENCY_SYSTEM_PROMPT = (
-    "You are given a multiple-choice question and a piece of reasoning written by someone "
-    "else. Decide which option the reasoning supports. Reply with the option letter only."
-)
+# The shipped wording (docs/method.md §4); a prompt file may replace it (`PromptSet`).
+REASONING_SYSTEM_PROMPT = str(SHIPPED_TEMPLATES["reasoning.system"])
+CONSISTENCY_SYSTEM_PROMPT = str(SHIPPED_TEMPLATES["consistency.system"])
 
 _VIDEO_TAG = re.compile(r"^(?:\s*<video>\s*)+", re.IGNORECASE)
 _ROLE_PREAMBLE = re.compile(r"^\s*please\s+assume\s+the\s+role\s+of\s+an\s+agent\b", re.I)
@@ -152,31 +145,33 @@ def format_question(question: str, choices: Sequence[str] | None = None) -> str:
     return f"Question: {stem}\nChoices:\n" + "\n".join(lines)
 
 
-def build_reasoning_messages(video_text: str, question_text: str) -> list[ChatMessage]:
-    """System prompt + user message (agent framing, video text, question with choices)."""
-    user = (
-        "You are the agent. The video below is what you saw through your own eyes, "
-        "from the earliest moment up to now.\n\n"
-        f"{video_text.strip()}\n\n"
-        f"{question_text.strip()}"
-    )
-    return [
-        {"role": "system", "content": REASONING_SYSTEM_PROMPT},
-        {"role": "user", "content": user},
-    ]
+def _with_system(system: str, user: str) -> list[ChatMessage]:
+    messages: list[ChatMessage] = [{"role": "system", "content": system}] if system.strip() else []
+    messages.append({"role": "user", "content": user})
+    return messages
 
 
-def build_consistency_messages(question_text: str, think_text: str) -> list[ChatMessage]:
+def build_reasoning_messages(
+    video_text: str, question_text: str, prompts: PromptSet | None = None
+) -> list[ChatMessage]:
+    """System prompt + user message (agent framing, video text, question with choices).
+
+    Templates ``reasoning.system`` and ``reasoning.user`` of `prompts` (shipped wording by
+    default); an empty system template sends no system message.
+    """
+    prompts = prompts or PromptSet.default()
+    user = prompts.render("reasoning.user", video=video_text.strip(), **question_values(question_text))
+    return _with_system(prompts.text("reasoning.system"), user)
+
+
+def build_consistency_messages(
+    question_text: str, think_text: str, prompts: PromptSet | None = None
+) -> list[ChatMessage]:
     """Messages for the frozen reference model: question, choices and reasoning only."""
+    prompts = prompts or PromptSet.default()
     letters = "".join(letter for letter, _ in parse_choices(question_text))
     allowed = ", ".join(letters) if letters else "the option letters"
-    user = (
-        f"{question_text.strip()}\n\n"
-        f"Reasoning:\n{think_text.strip()}\n\n"
-        "Using only this reasoning, which option is correct? "
-        f"Reply with a single letter ({allowed}) and nothing else."
+    user = prompts.render(
+        "consistency.user", reasoning=think_text.strip(), letters=allowed, **question_values(question_text)
     )
-    return [
-        {"role": "system", "content": CONSISTENCY_SYSTEM_PROMPT},
-        {"role": "user", "content": user},
-    ]
+    return _with_system(prompts.text("consistency.system"), user)

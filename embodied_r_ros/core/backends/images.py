@@ -1,6 +1,19 @@
-"""Image helpers shared by the backends: validation, downscaling, PIL and data URLs.
+"""How key-frame images reach the vision-language model (docs/method.md §3).
 
-Images travel through the package as RGB uint8 numpy arrays of shape (H, W, 3).
+Images travel through the package as RGB uint8 numpy arrays of shape (H, W, 3). Before a
+perception call each image is, in this order:
+
+1. shrunk so its longer side is at most `max_side` pixels (OpenCV area filter), only when
+   `max_side` > 0. 0 keeps the decoded resolution, as the reference does; the VLM
+   processor's own pixel budget (Qwen2.5-VL's min/max pixels) still applies afterwards;
+2. encoded by OpenCV (`cv2.imencode` on the BGR image): JPEG at `jpeg_quality` (default
+   95, OpenCV's own default, so the bytes equal the reference's `cv2.imencode(".jpg",
+   frame)` of the same frame) or lossless PNG;
+3. either sent as a base64 data URL (OpenAI-compatible servers), or, for the in-process
+   backends, decoded again with Pillow into the image the processor gets. Servers
+   (vLLM, `transformers serve`) and the reference's in-process path (ms-swift) decode
+   the data URL with Pillow too, so every backend sees the same pixels for the same frame.
+   PNG is lossless, so its round trip is skipped.
 """
 
 from __future__ import annotations
@@ -8,11 +21,62 @@ from __future__ import annotations
 import base64
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+import cv2
 import numpy as np
 from PIL import Image
 
-from embodied_r_ros.core.errors import InvalidRequestError
+from embodied_r_ros.core.errors import ConfigError, InvalidRequestError
+
+__all__ = [
+    "DEFAULT_IMAGE_FORMAT",
+    "DEFAULT_JPEG_QUALITY",
+    "IMAGE_FORMATS",
+    "ImageEncoding",
+    "check_rgb",
+    "scaled_size",
+    "resize_for_model",
+    "encode_image",
+    "to_data_url",
+    "decode_image_bytes",
+    "model_images",
+    "from_data_url",
+]
+
+IMAGE_FORMATS = ("jpeg", "png")
+DEFAULT_IMAGE_FORMAT = "jpeg"
+DEFAULT_JPEG_QUALITY = 95  # OpenCV's default IMWRITE_JPEG_QUALITY, used by the reference
+_MIME = {"jpeg": "image/jpeg", "png": "image/png"}
+
+
+@dataclass(frozen=True)
+class ImageEncoding:
+    """The image settings of one perception model (see the module docstring).
+
+    Attributes:
+        fmt: "jpeg" (the reference's choice) or "png" (lossless).
+        jpeg_quality: 1..100; ignored for PNG.
+        max_side: longest image side in pixels; 0 = the decoded resolution.
+    """
+
+    fmt: str = DEFAULT_IMAGE_FORMAT
+    jpeg_quality: int = DEFAULT_JPEG_QUALITY
+    max_side: int = 0
+
+    def __post_init__(self) -> None:
+        if self.fmt not in IMAGE_FORMATS:
+            raise ConfigError(f"image_format: must be one of {', '.join(IMAGE_FORMATS)}, got {self.fmt!r}")
+        quality = self.jpeg_quality
+        if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
+            raise ConfigError(f"jpeg_quality: must be an integer in 1..100, got {quality!r}")
+        side = self.max_side
+        if isinstance(side, bool) or not isinstance(side, int) or side < 0:
+            raise ConfigError(f"max_image_side: must be an integer >= 0 (0 = full resolution), got {side!r}")
+
+    @property
+    def mime(self) -> str:
+        return _MIME[self.fmt]
 
 
 def check_rgb(image: np.ndarray) -> np.ndarray:
@@ -37,41 +101,55 @@ def scaled_size(width: int, height: int, max_side: int) -> tuple[int, int]:
     return max(1, round(width * scale)), max(1, round(height * scale))
 
 
-def to_pil(image: np.ndarray, max_side: int = 0) -> Image.Image:
-    """RGB uint8 array -> PIL RGB image, downscaled (area filter) to `max_side`."""
-    pil = Image.fromarray(check_rgb(image))
-    size = scaled_size(pil.width, pil.height, max_side)
-    if size != pil.size:
-        pil = pil.resize(size, Image.Resampling.BOX)
-    return pil
+def resize_for_model(image: np.ndarray, max_side: int = 0) -> np.ndarray:
+    """RGB image shrunk (area filter, aspect kept) to `max_side`; unchanged when it fits."""
+    rgb = check_rgb(image)
+    height, width = rgb.shape[:2]
+    size = scaled_size(width, height, max_side)
+    if size == (width, height):
+        return rgb
+    return cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
 
 
-def to_pil_list(images: Sequence[np.ndarray], max_side: int = 0) -> list[Image.Image]:
-    """`to_pil` over a sequence."""
-    return [to_pil(img, max_side) for img in images]
-
-
-def encode_image(image: np.ndarray, max_side: int = 0, fmt: str = "PNG", quality: int = 90) -> bytes:
-    """Encode as PNG (lossless, default) or JPEG bytes after optional downscaling."""
-    fmt = fmt.upper()
-    if fmt == "JPG":
-        fmt = "JPEG"
-    if fmt not in ("PNG", "JPEG"):
-        raise ValueError(f"unsupported image format {fmt!r}: use PNG or JPEG")
-    buffer = io.BytesIO()
-    pil = to_pil(image, max_side)
-    if fmt == "JPEG":
-        pil.save(buffer, format="JPEG", quality=quality)
+def encode_image(image: np.ndarray, encoding: ImageEncoding | None = None) -> bytes:
+    """The bytes sent to the VLM: OpenCV's JPEG (or PNG) of the BGR image after resizing."""
+    encoding = encoding or ImageEncoding()
+    bgr = np.ascontiguousarray(resize_for_model(image, encoding.max_side)[:, :, ::-1])
+    if encoding.fmt == "jpeg":
+        ok, buffer = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, encoding.jpeg_quality])
     else:
-        pil.save(buffer, format="PNG")
-    return buffer.getvalue()
+        ok, buffer = cv2.imencode(".png", bgr)
+    if not ok:  # pragma: no cover - OpenCV fails only on input check_rgb rejects
+        raise InvalidRequestError(f"{encoding.fmt} encoding of a {image.shape} image failed")
+    return buffer.tobytes()
 
 
-def to_data_url(image: np.ndarray, max_side: int = 0, fmt: str = "PNG", quality: int = 90) -> str:
-    """`data:image/png;base64,...` (or jpeg) URL for an OpenAI `image_url` content part."""
-    payload = encode_image(image, max_side, fmt, quality)
-    mime = "image/jpeg" if fmt.upper() in ("JPEG", "JPG") else "image/png"
-    return f"data:{mime};base64,{base64.b64encode(payload).decode('ascii')}"
+def to_data_url(image: np.ndarray, encoding: ImageEncoding | None = None) -> str:
+    """`data:image/jpeg;base64,...` (or png) URL for an OpenAI `image_url` content part."""
+    encoding = encoding or ImageEncoding()
+    payload = base64.b64encode(encode_image(image, encoding)).decode("ascii")
+    return f"data:{encoding.mime};base64,{payload}"
+
+
+def decode_image_bytes(data: bytes) -> Image.Image:
+    """Encoded image bytes -> Pillow RGB image (how servers read a data URL)."""
+    try:
+        with Image.open(io.BytesIO(data)) as pil:
+            return pil.convert("RGB")
+    except Exception as exc:  # noqa: BLE001 - any decoder failure is bad input
+        raise InvalidRequestError(f"could not decode image bytes ({len(data)} bytes): {exc}") from exc
+
+
+def model_images(images: Sequence[np.ndarray], encoding: ImageEncoding | None = None) -> list[Image.Image]:
+    """The Pillow images an in-process backend hands its processor, in order.
+
+    JPEG: encoded exactly as for a server, then decoded with Pillow, so in-process and
+    HTTP backends see identical pixels. PNG: the resized image itself (lossless).
+    """
+    encoding = encoding or ImageEncoding()
+    if encoding.fmt == "png":
+        return [Image.fromarray(resize_for_model(img, encoding.max_side)) for img in images]
+    return [decode_image_bytes(encode_image(img, encoding)) for img in images]
 
 
 def from_data_url(url: str) -> np.ndarray:
@@ -79,5 +157,4 @@ def from_data_url(url: str) -> np.ndarray:
     if not url.startswith("data:") or ";base64," not in url:
         raise InvalidRequestError("not a base64 data URL")
     payload = base64.b64decode(url.split(";base64,", 1)[1])
-    with Image.open(io.BytesIO(payload)) as pil:
-        return np.asarray(pil.convert("RGB"))
+    return np.asarray(decode_image_bytes(payload))

@@ -8,7 +8,9 @@ Example (perception model through a vLLM server, reasoning model in-process)::
       base_url: http://gpu-box:8000/v1
       temperature: 0.1
       max_new_tokens: 1024
-      max_image_side: 640
+      max_image_side: 0      # full resolution, as the reference
+      image_format: jpeg
+      jpeg_quality: 95
     reasoning_model:
       backend: transformers
       model: EmbodiedCity/Embodied-R
@@ -22,12 +24,16 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from embodied_r_ros.core.errors import ConfigError
 from embodied_r_ros.core.types import GenerationSettings
 
+if TYPE_CHECKING:
+    from embodied_r_ros.core.backends.images import ImageEncoding
+
 BACKENDS = ("transformers", "openai", "vllm")
+IMAGE_FORMATS = ("jpeg", "png")
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+|mps)$")
 
@@ -60,7 +66,14 @@ class ModelSpec:
         top_p: nucleus sampling mass (used only when temperature > 0).
         seed: sampling seed (None: not seeded).
         max_image_side: images whose longer side exceeds this many pixels are
-            downscaled (aspect kept) before processing or sending; 0 disables.
+            downscaled (area filter, aspect kept) before encoding; 0 (the default)
+            keeps the decoded resolution, as the reference does (the VLM processor's
+            own pixel budget still applies).
+        image_format: how images are encoded for the VLM, by every backend: "jpeg"
+            (the reference's OpenCV JPEG, the default) or "png" (lossless). In-process
+            backends decode the JPEG again, so they see what a server would see.
+        jpeg_quality: JPEG quality 1..100; 95 (OpenCV's default) gives the
+            reference's bytes.
         batch_size: most requests generated together by `describe_batch` /
             `generate_batch`; larger inputs are split into chunks of this size.
         trust_remote_code: allow custom modelling code from the model folder/hub repo.
@@ -71,8 +84,8 @@ class ModelSpec:
             for `AutoProcessor.from_pretrained` (e.g. {size: {shortest_edge: 3136,
             longest_edge: 401408}}), and `generate_kwargs`, a mapping added to every
             `model.generate` call (e.g. {repetition_penalty: 1.05}). openai:
-            `image_format` (png|jpeg), `jpeg_quality`, `check_model_on_start` (bool) are
-            read by the client; every other key is added to the request body.
+            `check_model_on_start` (bool) is read by the client; every other key is
+            added to the request body.
     """
 
     backend: str = "transformers"
@@ -90,6 +103,8 @@ class ModelSpec:
     top_p: float = 1.0
     seed: int | None = None
     max_image_side: int = 0
+    image_format: str = "jpeg"
+    jpeg_quality: int = 95
     batch_size: int = 4
     trust_remote_code: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -151,15 +166,30 @@ class ModelSpec:
         _check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1", self.max_new_tokens)
         _check(0 < self.top_p <= 1, "top_p", "must be in (0, 1]", self.top_p)
         _check(self.max_image_side >= 0, "max_image_side", "must be >= 0 (0 = off)", self.max_image_side)
+        _check(self.image_format in IMAGE_FORMATS, "image_format",
+               f"must be one of {', '.join(IMAGE_FORMATS)}", self.image_format)
+        _check(1 <= self.jpeg_quality <= 100, "jpeg_quality", "must be in 1..100", self.jpeg_quality)
         _check(self.batch_size >= 1, "batch_size", "must be >= 1", self.batch_size)
         if not isinstance(self.extra, dict):
             raise ConfigError(f"extra: must be a mapping, got {type(self.extra).__name__}")
+        moved = sorted(k for k in ("image_format", "jpeg_quality") if k in self.extra)
+        if moved:
+            raise ConfigError(
+                f"extra.{moved[0]}: set {', '.join(moved)} as a model key next to "
+                "max_image_side, not under extra"
+            )
 
     # ------------------------------------------------------------------ helpers
     @property
     def request_model_name(self) -> str:
         """Name sent to an OpenAI-compatible server."""
         return self.served_model_name or self.model
+
+    def image_encoding(self) -> ImageEncoding:
+        """How this model's images are resized and encoded (backends/images.py)."""
+        from embodied_r_ros.core.backends.images import ImageEncoding
+
+        return ImageEncoding(self.image_format, self.jpeg_quality, self.max_image_side)
 
     def settings(self) -> GenerationSettings:
         """The decoding settings this spec configures."""

@@ -1,7 +1,9 @@
 """Backends over an OpenAI-compatible HTTP server (/v1/chat/completions).
 
 Works with a vLLM server, `transformers serve`, or a hosted API. Images go as base64
-data URLs in `image_url` content parts. Requests use httpx with a per-request timeout
+data URLs in `image_url` content parts, after the prompt text, as the reference sends
+them; their encoding (JPEG quality 95 at full resolution by default) is the spec's
+`image_format`, `jpeg_quality` and `max_image_side` (backends/images.py, docs/method.md §3). Requests use httpx with a per-request timeout
 and a bounded number of retries with exponential backoff on connection errors, HTTP 429
 and HTTP 5xx; other 4xx answers fail at once. With `on_text` or `should_stop` the reply
 is streamed (server-sent events), so text arrives early and cancellation is prompt.
@@ -13,10 +15,8 @@ Errors name the server URL, the model and what failed:
 * PerceptionError / ReasoningError: any other failed request or malformed answer;
 * CancelledError: `should_stop()` turned true while streaming.
 
-Client-side keys read from `ModelSpec.extra` (everything else there is merged into the
+Client-side key read from `ModelSpec.extra` (everything else there is merged into the
 request body, e.g. `repetition_penalty` for vLLM):
-* `image_format`: "png" (default, lossless) or "jpeg";
-* `jpeg_quality`: 1..100, default 90;
 * `check_model_on_start`: default true; false skips the startup check (the first
   request then reports an unreachable server).
 """
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from embodied_r_ros.core.backends.base import PerceptionRequest, StopCheck, TextCallback
-from embodied_r_ros.core.backends.images import to_data_url
+from embodied_r_ros.core.backends.images import ImageEncoding, to_data_url
 from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.errors import (
     CancelledError,
@@ -46,7 +46,7 @@ from embodied_r_ros.core.errors import (
 )
 from embodied_r_ros.core.types import ChatMessage, GenerationSettings
 
-CLIENT_EXTRA_KEYS = frozenset({"image_format", "jpeg_quality", "check_model_on_start"})
+CLIENT_EXTRA_KEYS = frozenset({"check_model_on_start"})
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER_S = 30.0
 
@@ -85,14 +85,17 @@ def build_body(
 
 
 def image_message(
-    images: Sequence[np.ndarray], prompt: str, max_side: int = 0, fmt: str = "png", quality: int = 90
+    images: Sequence[np.ndarray], prompt: str, encoding: ImageEncoding | None = None
 ) -> ChatMessage:
-    """One user message: the images (as data URLs, in order) then the prompt text."""
-    content: list[dict[str, Any]] = [
-        {"type": "image_url", "image_url": {"url": to_data_url(img, max_side, fmt, quality)}}
-        for img in images
-    ]
-    content.append({"type": "text", "text": prompt})
+    """One user message: the prompt text, then the images as data URLs, in order.
+
+    Text before images is the reference's order (docs/method.md §3); the in-process
+    backends render the same order through the chat template.
+    """
+    content: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
+    content.extend(
+        {"type": "image_url", "image_url": {"url": to_data_url(img, encoding)}} for img in images
+    )
     return {"role": "user", "content": content}
 
 
@@ -384,9 +387,7 @@ class OpenAIPerceiver(_OpenAIBase):
         settings: GenerationSettings | None = None,
     ) -> str:
         settings = settings or self.spec.settings()
-        fmt = str(self.spec.extra.get("image_format", "png"))
-        quality = int(self.spec.extra.get("jpeg_quality", 90))
-        message = image_message(images, prompt, self.spec.max_image_side, fmt, quality)
+        message = image_message(images, prompt, self.spec.image_encoding())
         return self.client.chat([message], settings)
 
     def describe_batch(

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from embodied_r_ros.core.backends.base import PerceptionRequest, StopCheck, TextCallback
-from embodied_r_ros.core.backends.images import to_pil_list
+from embodied_r_ros.core.backends.images import model_images
 from embodied_r_ros.core.backends.model_spec import ModelSpec, locate_model
 from embodied_r_ros.core.errors import (
     CancelledError,
@@ -331,8 +331,9 @@ class TransformersPerceiver(_TransformersBase):
             tokenizer.pad_token_id = self._pad
 
     def _prompt_text(self, n_images: int, prompt: str) -> str:
-        content: list[dict[str, Any]] = [{"type": "image"} for _ in range(n_images)]
-        content.append({"type": "text", "text": prompt})
+        # Prompt text first, then the images: the reference's order (docs/method.md §3).
+        content: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
+        content.extend({"type": "image"} for _ in range(n_images))
         return self._processor.apply_chat_template(
             [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True
         )
@@ -357,7 +358,7 @@ class TransformersPerceiver(_TransformersBase):
         for chunk in _chunks(list(requests), self.spec.batch_size):
             texts, pil_images = [], []
             for images, prompt in chunk:
-                pils = to_pil_list(images, self.spec.max_image_side)
+                pils = model_images(images, self.spec.image_encoding())
                 pil_images.extend(pils)
                 texts.append(self._prompt_text(len(pils), prompt))
             try:

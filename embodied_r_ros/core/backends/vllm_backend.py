@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from embodied_r_ros.core.backends.base import PerceptionRequest, StopCheck, TextCallback
-from embodied_r_ros.core.backends.images import to_pil_list
+from embodied_r_ros.core.backends.images import model_images
 from embodied_r_ros.core.backends.model_spec import ModelSpec, locate_model
 from embodied_r_ros.core.errors import (
     CancelledError,
@@ -69,9 +69,12 @@ def engine_kwargs(spec: ModelSpec, source: str, max_images: int | None) -> dict[
 
 
 def perception_messages(n_images: int, prompt: str) -> list[ChatMessage]:
-    """Chat messages for one perception request: image placeholders, then the prompt."""
-    content: list[dict[str, Any]] = [{"type": "image"} for _ in range(n_images)]
-    content.append({"type": "text", "text": prompt})
+    """Chat messages for one perception request: the prompt, then image placeholders.
+
+    Text before images is the reference's order (docs/method.md §3).
+    """
+    content: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
+    content.extend({"type": "image"} for _ in range(n_images))
     return [{"role": "user", "content": content}]
 
 
@@ -244,7 +247,7 @@ class VLLMPerceiver(_VLLMBase):
             return self._llm.get_tokenizer()
 
     def _prompt(self, images: Sequence[np.ndarray], prompt: str) -> dict[str, Any]:
-        pils = to_pil_list(images, self.spec.max_image_side)
+        pils = model_images(images, self.spec.image_encoding())
         return multimodal_prompt(render_prompt(self._renderer, perception_messages(len(pils), prompt)), pils)
 
     def describe(self, images: Sequence[np.ndarray], prompt: str, settings: GenerationSettings | None = None) -> str:
