@@ -24,6 +24,7 @@ from embodied_r_ros.core.memory import EpisodeMemory
 from embodied_r_ros.core.perception_parser import parse_frame_description
 from embodied_r_ros.core.perception_prompts import first_frame_prompt, pair_prompt
 from embodied_r_ros.core.progress import ProcessedFrames
+from embodied_r_ros.core.prompt_set import PromptSet
 from embodied_r_ros.core.types import FrameDescription, GenerationSettings
 
 LOG = logging.getLogger("embodied_r_ros.perception")
@@ -44,13 +45,14 @@ class PerceptionJob:
 
 def describe_keyframe(perceiver: Perceiver, image: np.ndarray, previous: np.ndarray | None,
                       keyframe_index: int, settings: GenerationSettings | None = None,
-                      question: str | None = None, stamp_s: float = 0.0) -> FrameDescription:
+                      question: str | None = None, stamp_s: float = 0.0,
+                      prompts: PromptSet | None = None) -> FrameDescription:
     """One perception call for one key frame (alone, or paired with the previous one)."""
     start = time.monotonic()
     if previous is None:
-        text = perceiver.describe([image], first_frame_prompt(question), settings)
+        text = perceiver.describe([image], first_frame_prompt(question, prompts), settings)
     else:
-        text = perceiver.describe([previous, image], pair_prompt(question), settings)
+        text = perceiver.describe([previous, image], pair_prompt(question, prompts), settings)
     parsed = parse_frame_description(text, first=previous is None)
     return FrameDescription(
         keyframe_index=keyframe_index,
@@ -84,8 +86,10 @@ class PerceptionWorker:
                  settings: GenerationSettings | None = None,
                  motion_source: MotionSource | None = None,
                  on_description: Callable[[FrameDescription], None] | None = None,
-                 max_queue: int = 64, episode_id: str | None = None) -> None:
+                 max_queue: int = 64, episode_id: str | None = None,
+                 prompts: PromptSet | None = None) -> None:
         self.perceiver = perceiver
+        self.prompts = prompts
         self.memory = memory
         self.settings = settings
         self.motion_source = motion_source
@@ -216,7 +220,7 @@ class PerceptionWorker:
         try:
             description = describe_keyframe(
                 self.perceiver, job.image, previous[0] if previous else None,
-                job.keyframe_index, self.settings, stamp_s=job.stamp_s)
+                job.keyframe_index, self.settings, stamp_s=job.stamp_s, prompts=self.prompts)
             if previous is not None and self.motion_source is not None:
                 measured = self.motion_source(previous[1], job.stamp_s)
                 if measured:

@@ -39,6 +39,7 @@ from embodied_r_ros.core.perception_worker import (
     PerceptionWorker,
     describe_keyframe,
 )
+from embodied_r_ros.core.prompt_set import load_prompt_set
 from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswerer
 from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
 from embodied_r_ros.core.reasoning_prompts import format_question
@@ -101,6 +102,7 @@ class EmbodiedRPipeline:
                  on_keyframe: Callable[[KeyFrameEvent, str], None] | None = None,
                  on_description: Callable[[FrameDescription], None] | None = None) -> None:
         self.params = dict(params)
+        self.prompts = load_prompt_set(params["prompts.file"])
         self.perceiver = perceiver
         self.reasoner = reasoner
         self.mode: str = params["perception.mode"]
@@ -114,9 +116,11 @@ class EmbodiedRPipeline:
         self.on_keyframe = on_keyframe
         self.worker = PerceptionWorker(perceiver, self.memory, settings=self.perception_settings,
                                        motion_source=motion_source, on_description=on_description,
-                                       max_queue=params["perception.max_queue"])
+                                       max_queue=params["perception.max_queue"],
+                                       prompts=self.prompts)
         self.answerer = QuestionAnswerer(reasoner, generation_settings(params, "reasoning"),
-                                         max_keyframes=self.kf_params.max_keyframes)
+                                         max_keyframes=self.kf_params.max_keyframes,
+                                         prompts=self.prompts)
         # on_query mode keeps key-frame images (bounded by the ring size).
         self._keyframe_images: list[KeyFrameEvent] = []
         self.questions = QuestionQueue(params["qa.default_timeout_s"],
@@ -247,7 +251,8 @@ class EmbodiedRPipeline:
         for position, image in enumerate(frames):
             ticket.check()
             descriptions.append(describe_keyframe(self.perceiver, image, previous, position,
-                                                  self.perception_settings, question=question_text))
+                                                  self.perception_settings, question=question_text,
+                                                  prompts=self.prompts))
             previous = image
         timing.perception_s = time.monotonic() - start
         return descriptions

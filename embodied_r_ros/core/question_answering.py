@@ -24,6 +24,7 @@ from embodied_r_ros.core.errors import (
 )
 from embodied_r_ros.core.keyframes import apply_count_rule
 from embodied_r_ros.core.memory import render_video_text
+from embodied_r_ros.core.prompt_set import PromptSet
 from embodied_r_ros.core.reasoning_prompts import (
     OPTION_LETTERS,
     build_reasoning_messages,
@@ -74,7 +75,9 @@ class QuestionAnswerer:
     """Reasoning step: memory text + question -> parsed answer."""
 
     def __init__(self, reasoner: Reasoner, settings: GenerationSettings, *,
-                 max_keyframes: int = 32) -> None:
+                 max_keyframes: int = 32,
+                 prompts: PromptSet | None = None) -> None:
+        self.prompts = prompts
         self.reasoner = reasoner
         self.settings = settings
         self.max_keyframes = max_keyframes
@@ -92,7 +95,8 @@ class QuestionAnswerer:
                                    "that the perception model is running")
             return AnswerResult.failure(err, episode_id=episode_id, timing=timing)
         used = select_for_prompt(descriptions, self.max_keyframes)
-        messages = build_reasoning_messages(render_video_text(used), question_text)
+        messages = build_reasoning_messages(render_video_text(used, self.prompts), question_text,
+                                            self.prompts)
 
         def stop() -> bool:
             if should_stop is not None and should_stop():

@@ -16,6 +16,7 @@ from std_srvs.srv import Trigger
 
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
+from embodied_r_ros.core.prompt_set import load_prompt_set
 from embodied_r_ros.core.types import FrameDescription
 from embodied_r_ros.msg import Episode
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
@@ -34,8 +35,8 @@ from embodied_r_ros.srv import GetStatus
 
 
 class EmbodiedRNode(ManagedNode):
-    PARAMETER_GROUPS = ("camera", "keyframes", "perception", "reasoning", "qa", "topics",
-                        "services")
+    PARAMETER_GROUPS = ("camera", "keyframes", "perception", "reasoning", "prompts", "qa",
+                        "topics", "services")
 
     def __init__(self, name: str = "embodied_r") -> None:
         super().__init__(name)
@@ -56,6 +57,7 @@ class EmbodiedRNode(ManagedNode):
             f"loading models: perception {params['perception.backend']}:"
             f"{params['perception.model'] or '<unset>'}, reasoning "
             f"{params['reasoning.backend']}:{params['reasoning.model'] or '<unset>'}")
+        load_prompt_set(params["prompts.file"])  # a bad prompt file fails configure first
         perceiver, reasoner = load_models(params)
         self.keyframes = KeyFramePublisher(self, params["topics.keyframes"])
         self.description_pub = self.create_lifecycle_publisher(

@@ -28,6 +28,7 @@ from embodied_r_ros.core.config import model_spec_dict
 from embodied_r_ros.core.errors import ConfigError, EmbodiedRError
 from embodied_r_ros.core.perception_worker import PerceptionJob, PerceptionWorker
 from embodied_r_ros.core.pipeline import generation_settings
+from embodied_r_ros.core.prompt_set import load_prompt_set
 from embodied_r_ros.core.types import FrameDescription
 from embodied_r_ros.msg import Episode
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
@@ -41,7 +42,7 @@ from embodied_r_ros.srv import DescribedFrames
 
 
 class PerceptionNode(ManagedNode):
-    PARAMETER_GROUPS = ("perception", "topics.keyframes", "topics.descriptions",
+    PARAMETER_GROUPS = ("perception", "prompts", "topics.keyframes", "topics.descriptions",
                         "topics.episode", "split.described_service", "split.peer_timeout_s")
 
     def __init__(self, name: str = "perception") -> None:
@@ -63,6 +64,7 @@ class PerceptionNode(ManagedNode):
             raise ConfigError("perception.mode 'on_query' needs the question at perception "
                               "time and is served by the embedded node (embodied_r_node); "
                               "the split graph supports 'streaming'")
+        prompts = load_prompt_set(params["prompts.file"])
         self.get_logger().info(f"loading perception model {params['perception.backend']}:"
                                f"{params['perception.model'] or '<unset>'}")
         perceiver = make_perceiver(ModelSpec.from_dict(model_spec_dict(params, "perception")))
@@ -73,7 +75,7 @@ class PerceptionNode(ManagedNode):
             perceiver, None, settings=generation_settings(params, "perception"),
             motion_source=self.odometry.motion_label if self.odometry else None,
             on_description=self._publish, max_queue=params["perception.max_queue"],
-            episode_id="")
+            episode_id="", prompts=prompts)
 
     def activate_node(self) -> None:
         with self._lock:

@@ -41,6 +41,7 @@ from embodied_r_ros.core.errors import (
 from embodied_r_ros.core.memory import EpisodeMemory
 from embodied_r_ros.core.pipeline import generation_settings
 from embodied_r_ros.core.progress import ProcessedFrames
+from embodied_r_ros.core.prompt_set import load_prompt_set
 from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswerer
 from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
 from embodied_r_ros.core.reasoning_prompts import format_question
@@ -77,7 +78,7 @@ def call_service(client: Any, request: Any, timeout_s: float) -> Any | None:
 
 
 class ReasoningNode(ManagedNode):
-    PARAMETER_GROUPS = ("reasoning", "keyframes.max_keyframes", "qa", "topics", "services",
+    PARAMETER_GROUPS = ("reasoning", "prompts", "keyframes.max_keyframes", "qa", "topics", "services",
                         "split", "perception.model", "perception.mode", "camera.topic")
     LIVENESS_PERIOD_S = 1.0
 
@@ -99,9 +100,11 @@ class ReasoningNode(ManagedNode):
         self.executor_threads = params["qa.max_waiting_questions"] + 6
         self.get_logger().info(f"loading reasoning model {params['reasoning.backend']}:"
                                f"{params['reasoning.model'] or '<unset>'}")
+        prompts = load_prompt_set(params["prompts.file"])
         reasoner = make_reasoner(ModelSpec.from_dict(model_spec_dict(params, "reasoning")))
         self.answerer = QuestionAnswerer(reasoner, generation_settings(params, "reasoning"),
-                                         max_keyframes=params["keyframes.max_keyframes"])
+                                         max_keyframes=params["keyframes.max_keyframes"],
+                                         prompts=prompts)
         self.questions_queue = QuestionQueue(params["qa.default_timeout_s"],
                                              max_waiting=params["qa.max_waiting_questions"])
         self.questions = QuestionServer(
