@@ -140,12 +140,15 @@ class GraphClient(Node):
 
 
 @contextmanager
-def spinning(node: Node) -> Iterator[Node]:
-    """Spin `node` on a background executor (rclpy initialised if needed)."""
+def spinning(node: Node | Callable[[], Node]) -> Iterator[Any]:
+    """Spin a node (or the node a factory makes, after rclpy is initialised) on a
+    background executor; rclpy is initialised here if needed and then shut down again."""
     owns = False
     if not rclpy.ok():
         rclpy.init()
         owns = True
+    if not isinstance(node, Node):
+        node = node()
     executor = MultiThreadedExecutor(num_threads=4)
     executor.add_node(node)
     thread = threading.Thread(target=executor.spin, daemon=True)
@@ -162,14 +165,5 @@ def spinning(node: Node) -> Iterator[Node]:
 @contextmanager
 def connect(**kwargs: Any) -> Iterator[GraphClient]:
     """A spinning `GraphClient` (keyword arguments as GraphClient's)."""
-    if not rclpy.ok():
-        rclpy.init()
-        owns = True
-    else:
-        owns = False
-    try:
-        with spinning(GraphClient(**kwargs)) as client:
-            yield client  # type: ignore[misc]
-    finally:
-        if owns and rclpy.ok():
-            rclpy.shutdown()
+    with spinning(lambda: GraphClient(**kwargs)) as client:
+        yield client

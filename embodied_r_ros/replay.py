@@ -159,16 +159,11 @@ class SpinningClient:
         self._session: Any = None
 
     def __enter__(self) -> ReplayClient:
-        self._owns = not rclpy.ok()
-        if self._owns:
-            rclpy.init()
-        self._session = spinning(ReplayClient(**self.kwargs))
+        self._session = spinning(lambda: ReplayClient(**self.kwargs))
         return self._session.__enter__()
 
     def __exit__(self, *exc: object) -> None:
         self._session.__exit__(*exc)
-        if self._owns and rclpy.ok():
-            rclpy.shutdown()
 
 
 @dataclass

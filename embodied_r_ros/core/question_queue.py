@@ -213,9 +213,6 @@ class QuestionQueue:
             try:
                 ticket.check()
                 result = handler(deadline, timing, ticket)
-                if ticket._interrupt is not None and result.success:
-                    result = AnswerResult.failure(ticket._interrupt, episode_id=result.episode_id,
-                                                  timing=timing)
             except EmbodiedRError as exc:
                 result = AnswerResult.failure(exc, episode_id=ticket.episode_id, timing=timing)
             except Exception as exc:  # noqa: BLE001 - a question must never crash the node
@@ -223,6 +220,9 @@ class QuestionQueue:
                 result = AnswerResult(success=False, error_code=ErrorCode.INTERNAL,
                                       message=f"internal error: {exc!r}; see the node log",
                                       episode_id=ticket.episode_id, timing=timing)
+            if ticket._interrupt is not None:  # the interruption is the real outcome
+                result = AnswerResult.failure(ticket._interrupt, episode_id=ticket.episode_id,
+                                              timing=timing, messages=result.messages)
             ticket._result = result
         finally:
             with self._cond:
