@@ -151,15 +151,58 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
               "text, consistency judge); keys left out keep the shipped wording. Empty = "
               "the shipped prompts. See docs/method.md and `python -m "
               "embodied_r_ros.core.prompt_set`."),
+    # --- long episodes ---------------------------------------------------------------------
+    ParamSpec("episode.policy", "window",
+              "What bounds a long episode: 'window' keeps the first key frame and the "
+              "episode.max_keyframes - 1 most recent ones (older descriptions are "
+              "forgotten; a question sees the start and the recent past); 'restart' starts "
+              "a new episode when episode.max_keyframes or episode.max_duration_s is "
+              "reached (a question sees the current episode only).", ("window", "restart")),
+    ParamSpec("episode.max_keyframes", 256,
+              "Most key frames (descriptions) an episode keeps; see episode.policy. A "
+              "question is answered from at most keyframes.max_keyframes of them.",
+              minimum=2),
+    ParamSpec("episode.max_duration_s", 0.0,
+              "With episode.policy 'restart': also start a new episode after this many "
+              "seconds of stream time (0 = no time budget).", minimum=0.0),
     # --- questions -------------------------------------------------------------------------
     ParamSpec("qa.default_timeout_s", 300.0,
               "Time limit of one question when the request gives none.", minimum=0.1),
+    ParamSpec("qa.max_question_chars", 2000,
+              "Longest question accepted, in characters; longer ones fail with "
+              "INVALID_REQUEST.", minimum=1),
+    ParamSpec("qa.max_question_tokens", 512,
+              "Longest question accepted, in tokens of the reasoning model (estimated as "
+              "characters / 3 when its backend has no tokenizer).", minimum=1),
+    ParamSpec("qa.max_choice_chars", 200,
+              "Longest answer choice accepted, in characters (choices may not contain line "
+              "breaks or option markers such as 'B.').", minimum=1),
     ParamSpec("qa.max_waiting_questions", 4,
               "Questions that may wait while one is answered; more fail at once with BUSY "
               "(action goals are rejected).", minimum=0),
     ParamSpec("qa.include_current_view", True,
               "Make the newest sampled frame the last key frame when a question arrives, so "
               "the answer reflects the current view (the method always keeps the last frame)."),
+    # --- diagnostics -------------------------------------------------------------------------
+    ParamSpec("diagnostics.period_s", 1.0,
+              "Seconds between diagnostic_msgs/DiagnosticArray messages on /diagnostics "
+              "(0 = none).", minimum=0.0),
+    ParamSpec("diagnostics.window_s", 10.0,
+              "Seconds over which rates and recent drops/failures are counted.", minimum=1.0),
+    ParamSpec("diagnostics.stale_input_s", 5.0,
+              "WARN when an active node has had no camera frame for this many seconds.",
+              minimum=0.1),
+    ParamSpec("diagnostics.drop_warn_fraction", 0.1,
+              "WARN when more than this fraction of the recent camera frames were dropped.",
+              minimum=0.0),
+    ParamSpec("diagnostics.queue_warn_fraction", 0.5,
+              "WARN when the perception queue holds this fraction of perception.max_queue.",
+              minimum=0.0),
+    ParamSpec("diagnostics.failures_error_count", 3,
+              "ERROR when this many key frames in a row failed perception.", minimum=1),
+    ParamSpec("diagnostics.memory_warn_mb", 0.0,
+              "WARN when the node's resident memory exceeds this many MB (0 = off).",
+              minimum=0.0),
     # --- topics and services ---------------------------------------------------------------
     ParamSpec("topics.keyframes", "keyframes", "Topic of embodied_r_ros/KeyFrame messages."),
     ParamSpec("topics.descriptions", "frame_descriptions",

@@ -10,7 +10,9 @@ the time it was asked (`last_index`, the current view). `collect_descriptions`:
 2. then gives descriptions of earlier key frames still in flight `grace_s` more seconds
    (they normally arrive first; over DDS one may lag);
 3. returns the descriptions of that episode with index <= last_index, in key-frame order,
-   plus the indices left out (failed or never arrived) so the answer can say so.
+   plus the indices left out (failed or never arrived) so the answer can say so. Key
+   frames the episode window dropped on purpose (`EpisodeMemory.max_items`, long
+   episodes) are not waited for and not reported.
 
 Failures are typed: the deadline passing is TIMEOUT (with the queue length), every key
 frame failing is PERCEPTION_FAILED carrying the last perception error (so a VLM server
@@ -88,8 +90,10 @@ def collect_descriptions(progress: ProcessedFrames, memory: EpisodeMemory, *,
                 "model is slower than the key-frame rate: use a faster model or server, or "
                 "raise the question's timeout")
     checks()
+    window = memory.evicted_below  # 1 .. window-1 were dropped on purpose (long episodes)
+    expected = [i for i in range(last_index + 1) if i == 0 or i >= window]
     grace_end = min(deadline, time.monotonic() + grace_s)
-    for index in range(last_index):
+    for index in expected[:-1]:
         if not progress.is_processed(index):
             progress.wait_for(index, max(0.0, grace_end - time.monotonic()), should_stop)
     checks()
@@ -97,7 +101,7 @@ def collect_descriptions(progress: ProcessedFrames, memory: EpisodeMemory, *,
     descriptions = [d for d in memory.descriptions() if d.keyframe_index <= last_index
                     and (not d.episode_id or d.episode_id == episode_id)]
     have = {d.keyframe_index for d in descriptions}
-    left_out = [i for i in range(last_index + 1) if i not in have]
+    left_out = [i for i in expected if i not in have]
     if not descriptions:
         last_error = list(failures.values())[-1] if failures else "no description arrived"
         raise PerceptionError(

@@ -83,11 +83,28 @@ class EpisodeMemory:
     slow perception call can never leak into the next episode.
     """
 
-    def __init__(self, episode_id: str = "") -> None:
+    def __init__(self, episode_id: str = "", max_items: int = 0) -> None:
         self._lock = threading.RLock()
         self._episode_id = episode_id
         self._items: list[FrameDescription] = []
         self._keys: list[int] = []
+        self.max_items = max(0, int(max_items))
+        self._evicted_below = 0
+        self.evicted = 0
+
+    @property
+    def evicted_below(self) -> int:
+        """Key frames with index in 1 .. evicted_below - 1 were dropped by the window
+        (`max_items`): the first key frame and the most recent ones are kept."""
+        with self._lock:
+            return self._evicted_below
+
+    def _enforce_window(self) -> None:
+        while self.max_items and len(self._items) > self.max_items and len(self._items) > 2:
+            dropped = self._keys.pop(1)
+            self._items.pop(1)
+            self._evicted_below = max(self._evicted_below, dropped + 1)
+            self.evicted += 1
 
     @property
     def episode_id(self) -> str:
@@ -111,6 +128,7 @@ class EpisodeMemory:
                 raise ValueError(f"key frame {key} is already in episode memory")
             self._keys.insert(pos, key)
             self._items.insert(pos, description)
+            self._enforce_window()
             return True
 
     def replace(
@@ -149,9 +167,12 @@ class EpisodeMemory:
             pos = bisect.bisect_left(self._keys, key)
             if pos < len(self._keys) and self._keys[pos] == key:
                 self._items[pos] = description
+            elif 0 < key < self._evicted_below:
+                return  # older than the window: already forgotten
             else:
                 self._keys.insert(pos, key)
                 self._items.insert(pos, description)
+                self._enforce_window()
 
     def get(self, keyframe_index: int) -> FrameDescription | None:
         """The description of one key frame, or None."""
@@ -175,6 +196,7 @@ class EpisodeMemory:
         with self._lock:
             self._items, self._keys = [], []
             self._episode_id = new_episode_id
+            self._evicted_below = 0
 
     def __len__(self) -> int:
         with self._lock:

@@ -20,6 +20,13 @@ import numpy as np
 
 from embodied_r_ros.core.backends.base import Perceiver
 from embodied_r_ros.core.errors import PerceptionError
+from embodied_r_ros.core.health import (
+    EventWindow,
+    HealthItem,
+    HealthThresholds,
+    LatencyStats,
+    perception_item,
+)
 from embodied_r_ros.core.memory import EpisodeMemory
 from embodied_r_ros.core.perception_parser import parse_frame_description
 from embodied_r_ros.core.perception_prompts import first_frame_prompt, pair_prompt
@@ -106,7 +113,9 @@ class PerceptionWorker:
         self.dropped = 0
         self.described = 0
         self.failed = 0
-        self.latencies: deque[float] = deque(maxlen=256)
+        self.latency = LatencyStats()
+        self.outcomes: deque[bool] = deque(maxlen=32)  # recent: True described, False failed
+        self.dropped_window = EventWindow(10.0)
         self.last_error = ""
         self._thread = threading.Thread(target=self._run, name="perception", daemon=True)
         self._thread.start()
@@ -123,6 +132,7 @@ class PerceptionWorker:
             if len(self._jobs) >= self.max_queue:
                 dropped = self._jobs.popleft()
                 self.dropped += 1
+                self.dropped_window.add()
             self._jobs.append(job)
             self._cond.notify_all()
         if dropped is not None:
@@ -172,6 +182,14 @@ class PerceptionWorker:
         """Key frames queued or being described."""
         with self._cond:
             return len(self._jobs) + (1 if self._busy else 0)
+
+    def health(self, node: str, model: str, ready: bool, thresholds: HealthThresholds) -> HealthItem:
+        return perception_item(node, model=model, ready=ready, pending=self.pending(),
+                               max_queue=self.max_queue, described=self.described,
+                               failed=self.failed, dropped=self.dropped,
+                               dropped_recent=self.dropped_window.count(),
+                               recent_outcomes=list(self.outcomes), latency=self.latency,
+                               last_error=self.last_error, thresholds=thresholds)
 
     def check_alive(self) -> None:
         """Raise PerceptionError when the worker thread is no longer running."""
@@ -242,15 +260,19 @@ class PerceptionWorker:
                 return  # described for an episode that was reset meanwhile
             if description.mode == "failed":
                 self.failed += 1
+                self.outcomes.append(False)
                 self.last_error = description.raw_text
                 self.progress.mark_failed(job.keyframe_index, description.raw_text)
             else:
                 self._previous = (job.image, job.stamp_s)
                 self.described += 1
-                self.latencies.append(description.latency_s)
+                self.outcomes.append(True)
+                self.latency.add(description.latency_s)
+                self.progress.mark_done(job.keyframe_index)
                 if self.memory is not None:
                     self.memory.put(description)
-                self.progress.mark_done(job.keyframe_index)
+                    if self.memory.evicted_below > 1:
+                        self.progress.forget_below(self.memory.evicted_below)
         if self.on_description is not None:
             try:
                 self.on_description(description)

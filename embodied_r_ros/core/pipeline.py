@@ -29,7 +29,12 @@ import numpy as np
 from embodied_r_ros.core import config as cfg
 from embodied_r_ros.core.backends.base import Perceiver, Reasoner, TextCallback
 from embodied_r_ros.core.description_wait import collect_descriptions
-from embodied_r_ros.core.errors import CancelledError, EpisodeResetError, NoKeyFramesError
+from embodied_r_ros.core.errors import (
+    CancelledError,
+    EpisodeResetError,
+    InvalidRequestError,
+    NoKeyFramesError,
+)
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent, KeyFrameTracker
 from embodied_r_ros.core.keyframes import KeyFrameParams, apply_count_rule
 from embodied_r_ros.core.memory import EpisodeMemory
@@ -41,6 +46,7 @@ from embodied_r_ros.core.perception_worker import (
 )
 from embodied_r_ros.core.prompt_set import load_prompt_set
 from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswerer
+from embodied_r_ros.core.question_limits import QuestionLimits, check_request
 from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
 from embodied_r_ros.core.reasoning_prompts import format_question
 from embodied_r_ros.core.types import Frame, FrameDescription, GenerationSettings, TimingInfo
@@ -100,8 +106,11 @@ class EmbodiedRPipeline:
     def __init__(self, params: Mapping[str, Any], perceiver: Perceiver, reasoner: Reasoner, *,
                  motion_source: MotionSource | None = None,
                  on_keyframe: Callable[[KeyFrameEvent, str], None] | None = None,
-                 on_description: Callable[[FrameDescription], None] | None = None) -> None:
+                 on_description: Callable[[FrameDescription], None] | None = None,
+                 on_episode: Callable[[str, str, str], None] | None = None) -> None:
         self.params = dict(params)
+        self.on_episode = on_episode  # (new episode, previous, reason)
+        self._episode_start_s: float | None = None
         self.prompts = load_prompt_set(params["prompts.file"])
         self.perceiver = perceiver
         self.reasoner = reasoner
@@ -111,7 +120,7 @@ class EmbodiedRPipeline:
                                        image_max_side=params["perception.max_image_side"])
         self._lock = threading.RLock()
         self.episode_id = new_episode_id()
-        self.memory = EpisodeMemory(self.episode_id)
+        self.memory = EpisodeMemory(self.episode_id, max_items=self._window(params))
         self.perception_settings = generation_settings(params, "perception")
         self.on_keyframe = on_keyframe
         self.worker = PerceptionWorker(perceiver, self.memory, settings=self.perception_settings,
@@ -123,6 +132,7 @@ class EmbodiedRPipeline:
                                          prompts=self.prompts)
         # on_query mode keeps key-frame images (bounded by the ring size).
         self._keyframe_images: list[KeyFrameEvent] = []
+        self.limits = QuestionLimits.from_params(params)
         self.questions = QuestionQueue(params["qa.default_timeout_s"],
                                        max_waiting=params["qa.max_waiting_questions"])
 
@@ -135,6 +145,8 @@ class EmbodiedRPipeline:
                      frame_id: str = "") -> KeyFrameEvent | None:
         """A decoded frame that `offer_frame` accepted."""
         with self._lock:
+            if self._budget_spent(stamp_s):
+                self.reset(reason="budget")
             event = self.tracker.push_sampled(Frame(image=image, stamp_s=stamp_s, index=index,
                                                     frame_id=frame_id))
             if event is not None:
@@ -147,6 +159,20 @@ class EmbodiedRPipeline:
         if not self.offer_frame(stamp_s):
             return None
         return self.push_sampled(image, stamp_s, index, frame_id)
+
+    @staticmethod
+    def _window(params: Mapping[str, Any]) -> int:
+        return params["episode.max_keyframes"] if params["episode.policy"] == "window" else 0
+
+    def _budget_spent(self, stamp_s: float) -> bool:
+        """'restart' policy: this episode reached its key-frame or time budget."""
+        if self.params["episode.policy"] != "restart":
+            return False
+        if self._episode_start_s is None:
+            self._episode_start_s = stamp_s
+        limit = self.params["episode.max_duration_s"]
+        return (self.tracker.n_keyframes >= self.params["episode.max_keyframes"]
+                or (limit > 0 and stamp_s - self._episode_start_s >= limit))
 
     def _accept(self, event: KeyFrameEvent) -> None:
         if self.on_keyframe is not None:
@@ -163,7 +189,7 @@ class EmbodiedRPipeline:
                 self._keyframe_images = [self._keyframe_images[i] for i in keep]
 
     # -- episodes ----------------------------------------------------------------------------
-    def reset(self, episode_id: str | None = None) -> str:
+    def reset(self, episode_id: str | None = None, reason: str = "reset") -> str:
         """Forget everything seen so far and start a new episode; questions bound to the
         old episode fail at once with EPISODE_RESET."""
         with self._lock:
@@ -172,7 +198,10 @@ class EmbodiedRPipeline:
             self.tracker.reset()
             self.worker.reset(self.episode_id)
             self._keyframe_images.clear()
+            self._episode_start_s = None
             new = self.episode_id
+        if self.on_episode is not None:
+            self.on_episode(new, old, reason)
         self.questions.interrupt(
             EpisodeResetError(f"the episode was reset (episode {old} ended, {new} began) "
                               "while this question was answered; ask again"),
@@ -193,6 +222,13 @@ class EmbodiedRPipeline:
             ticket: Ticket | None = None) -> AnswerResult:
         """Answer one question about the current episode. Never raises; never returns
         later than the question's deadline (plus a second of grace)."""
+        try:
+            check_request(question, list(choices), self.limits,
+                          getattr(self.reasoner, "count_text_tokens", None))
+        except InvalidRequestError as exc:
+            if ticket is not None:
+                self.questions.release(ticket)
+            return AnswerResult.failure(exc, episode_id=self.episode_id)
 
         def handle(deadline: float, timing: TimingInfo, tk: Ticket) -> AnswerResult:
             question_text = format_question(question, list(choices) or None)

@@ -35,6 +35,12 @@ class ProcessedFrames:
         with self._cond:
             return dict(self._failed)
 
+    def forget_below(self, index: int) -> None:
+        """Drop the records of key frames 1 .. index - 1 (bounded memory over hours)."""
+        with self._cond:
+            self._done = {i for i in self._done if i == 0 or i >= index}
+            self._failed = {i: r for i, r in self._failed.items() if i == 0 or i >= index}
+
     def reset(self) -> None:
         with self._cond:
             self._done.clear()

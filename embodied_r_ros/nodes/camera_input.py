@@ -21,6 +21,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from sensor_msgs.msg import CompressedImage, Image
 
 from embodied_r_ros.core.errors import EmbodiedRError
+from embodied_r_ros.core.health import EventWindow, HealthItem, HealthThresholds, camera_item
 from embodied_r_ros.core.stamps import StampClock
 from embodied_r_ros.nodes.conversions import image_msg_to_rgb, stamp_to_seconds
 
@@ -55,6 +56,10 @@ class CameraInput:
         self.received = 0
         self.sampled = 0
         self.skipped = 0
+        window = params["diagnostics.window_s"]
+        self.received_window = EventWindow(window)
+        self.sampled_window = EventWindow(window)
+        self.dropped_window = EventWindow(window)
         self.drops: Counter[str] = Counter()
         self.clock = StampClock()
         self._last_log: dict[str, float] = {}
@@ -71,6 +76,16 @@ class CameraInput:
     def reset(self) -> None:
         self.clock.reset()
 
+    def _drop(self, cause: str) -> None:
+        self.drops[cause] += 1
+        self.dropped_window.add()
+
+    def health(self, node: str, active: bool, keyframes: int,
+               thresholds: HealthThresholds) -> HealthItem:
+        return camera_item(node, active=active, received=self.received_window,
+                           sampled=self.sampled_window, keyframes=keyframes, drops=self.drops,
+                           dropped_recent=self.dropped_window.count(), thresholds=thresholds)
+
     def _warn(self, cause: str, text: str) -> None:
         now = time.monotonic()
         if now - self._last_log.get(cause, -1e9) >= self.LOG_PERIOD_S:
@@ -81,6 +96,7 @@ class CameraInput:
     def _on_image(self, msg: Image | CompressedImage) -> None:
         index = self.received
         self.received += 1
+        self.received_window.add()
         try:
             stream_s = self.clock.stream_time(stamp_to_seconds(msg.header.stamp))
             if self.clock.fallback_started:
@@ -93,18 +109,19 @@ class CameraInput:
                 self.skipped += 1  # normal: between two samples
                 return
         except EmbodiedRError as exc:
-            self.drops["bad_stamp"] += 1
+            self._drop("bad_stamp")
             self._warn("bad_stamp", f"dropped frame {index} from {self.topic}: {exc}")
             return
         try:
             image = image_msg_to_rgb(msg)
         except EmbodiedRError as exc:
-            self.drops["undecodable"] += 1
+            self._drop("undecodable")
             self._warn("undecodable", f"dropped frame {index} from {self.topic}: {exc}")
             return
         self.sampled += 1
+        self.sampled_window.add()
         try:
             self.handler(image, stream_s, index, msg.header.frame_id)
         except EmbodiedRError as exc:
-            self.drops["rejected"] += 1
+            self._drop("rejected")
             self._warn("rejected", f"frame {index} from {self.topic} was rejected: {exc}")

@@ -14,6 +14,7 @@ from typing import Any
 from rclpy.callback_groups import ReentrantCallbackGroup
 from std_srvs.srv import Trigger
 
+from embodied_r_ros.core.health import HealthItem
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 from embodied_r_ros.core.prompt_set import load_prompt_set
@@ -35,8 +36,8 @@ from embodied_r_ros.srv import GetStatus
 
 
 class EmbodiedRNode(ManagedNode):
-    PARAMETER_GROUPS = ("camera", "keyframes", "perception", "reasoning", "prompts", "qa",
-                        "topics", "services")
+    PARAMETER_GROUPS = ("camera", "keyframes", "perception", "reasoning", "prompts", "episode",
+                        "qa", "topics", "services")
 
     def __init__(self, name: str = "embodied_r") -> None:
         super().__init__(name)
@@ -68,7 +69,8 @@ class EmbodiedRNode(ManagedNode):
         self.pipeline = EmbodiedRPipeline(
             params, perceiver, reasoner,
             motion_source=self.odometry.motion_label if self.odometry else None,
-            on_keyframe=self._publish_keyframe, on_description=self._publish_description)
+            on_keyframe=self._publish_keyframe, on_description=self._publish_description,
+            on_episode=self._publish_episode)
         self.questions = QuestionServer(
             self, self.pipeline.ask, self.pipeline.questions, service_name=params["services.ask"],
             action_name=params["services.answer_action"], answers_topic=params["topics.answers"])
@@ -126,19 +128,37 @@ class EmbodiedRNode(ManagedNode):
         if self.description_pub is not None:
             self.description_pub.publish(description_to_msg(description))
 
+    def _publish_episode(self, episode: str, previous: str, reason: str) -> None:
+        if self.episode_pub is not None:
+            self.episode_pub.publish(episode_msg(self, episode, previous, reason))
+        if reason == "budget":
+            self.get_logger().info(f"episode budget reached: new episode {episode} "
+                                   "(episode.policy restart)")
+
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         pipeline = self.pipeline
         if pipeline is None:
             response.success, response.message = False, "the node is not configured"
             return response
-        old = pipeline.episode_id
         episode = pipeline.reset()
         if self.camera is not None:
             self.camera.reset()
-        self.episode_pub.publish(episode_msg(self, episode, old, "reset"))
         response.success, response.message = True, f"new episode {episode}"
         self.get_logger().info(response.message)
         return response
+
+    def health_items(self) -> list[HealthItem]:
+        name, items = self.get_fully_qualified_name(), []
+        pipeline = self.pipeline
+        if self.camera is not None and pipeline is not None:
+            items.append(self.camera.health(name, self.state == "active",
+                                            pipeline.tracker.n_keyframes, self.thresholds))
+        if pipeline is not None:
+            items.append(pipeline.worker.health(name, self.params["perception.model"], True,
+                                                self.thresholds))
+        if self.questions is not None:
+            items.append(self.questions.health(self.params["reasoning.model"], True))
+        return items
 
     def _fill_status(self, status: NodeStatus) -> None:
         params = self.params

@@ -15,6 +15,7 @@ from typing import Any
 from rclpy.callback_groups import ReentrantCallbackGroup
 from std_srvs.srv import Trigger
 
+from embodied_r_ros.core.health import HealthItem
 from embodied_r_ros.core.keyframe_tracker import KeyFrameTracker
 from embodied_r_ros.core.pipeline import keyframe_params, new_episode_id
 from embodied_r_ros.core.types import Frame
@@ -29,7 +30,7 @@ from embodied_r_ros.srv import KeyFrameState
 
 
 class KeyFrameNode(ManagedNode):
-    PARAMETER_GROUPS = ("camera", "keyframes", "qa.include_current_view", "topics",
+    PARAMETER_GROUPS = ("camera", "keyframes", "episode", "qa.include_current_view", "topics",
                         "services.reset", "split.keyframe_state_service",
                         "perception.max_image_side")
 
@@ -40,6 +41,7 @@ class KeyFrameNode(ManagedNode):
         self.episode_pub: Any = None
         self.camera: CameraInput | None = None
         self.episode_id = ""
+        self._episode_start_s: float | None = None
         self._lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -73,6 +75,12 @@ class KeyFrameNode(ManagedNode):
             self.destroy_lifecycle_publisher(self.episode_pub)
         self.tracker = self.publisher = self.episode_pub = self.camera = None
 
+    def health_items(self) -> list[HealthItem]:
+        if self.camera is None or self.tracker is None:
+            return []
+        return [self.camera.health(self.get_fully_qualified_name(), self.state == "active",
+                                   self.tracker.n_keyframes, self.thresholds)]
+
     # -- callbacks ------------------------------------------------------------------------------
     def _offer(self, stamp_s: float) -> bool:
         tracker = self.tracker
@@ -82,9 +90,31 @@ class KeyFrameNode(ManagedNode):
         with self._lock:
             if self.tracker is None or self.publisher is None:
                 return
+            if self._budget_spent(stamp_s):
+                self._new_episode("budget")
             event = self.tracker.push_sampled(Frame(image, stamp_s, index, frame_id))
             if event is not None:
                 self.publisher.publish(event, self.episode_id)
+
+    def _budget_spent(self, stamp_s: float) -> bool:
+        """episode.policy 'restart': the episode reached its key-frame or time budget."""
+        if self.params["episode.policy"] != "restart" or self.tracker is None:
+            return False
+        if self._episode_start_s is None:
+            self._episode_start_s = stamp_s
+        limit = self.params["episode.max_duration_s"]
+        return (self.tracker.n_keyframes >= self.params["episode.max_keyframes"]
+                or (limit > 0 and stamp_s - self._episode_start_s >= limit))
+
+    def _new_episode(self, reason: str) -> None:
+        """Start a new episode (lock held) and announce it."""
+        assert self.tracker is not None
+        old = self.episode_id
+        self.tracker.reset()
+        self._episode_start_s = None
+        self.episode_id = new_episode_id()
+        self.episode_pub.publish(episode_msg(self, self.episode_id, old, reason))
+        self.get_logger().info(f"new episode {self.episode_id} ({reason})")
 
     def _on_state(self, request: KeyFrameState.Request,
                   response: KeyFrameState.Response) -> KeyFrameState.Response:
@@ -110,14 +140,10 @@ class KeyFrameNode(ManagedNode):
             if self.tracker is None:
                 response.success, response.message = False, "the key-frame node is not active"
                 return response
-            old = self.episode_id
-            self.tracker.reset()
             if self.camera is not None:
                 self.camera.reset()
-            self.episode_id = new_episode_id()
-            self.episode_pub.publish(episode_msg(self, self.episode_id, old, "reset"))
+            self._new_episode("reset")
         response.success, response.message = True, f"new episode {self.episode_id}"
-        self.get_logger().info(response.message)
         return response
 
 

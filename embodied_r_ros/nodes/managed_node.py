@@ -35,6 +35,8 @@ from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 
 from embodied_r_ros.core.errors import EmbodiedRError
+from embodied_r_ros.core.health import HealthItem, HealthThresholds, node_item
+from embodied_r_ros.nodes.diagnostics import DiagnosticsPublisher
 from embodied_r_ros.nodes.node_runtime import CallbackGuard, forward_python_logging, lifecycle_state
 from embodied_r_ros.nodes.ros_params import declare_parameters, parameter_guard, read_parameters
 
@@ -59,7 +61,8 @@ class ManagedNode(LifecycleNode):
         super().__init__(name)
         forward_python_logging(self)
         self.guard = CallbackGuard(self)
-        self.parameter_names = declare_parameters(self, ("autostart", *self.PARAMETER_GROUPS))
+        self.parameter_names = declare_parameters(
+            self, ("autostart", "diagnostics", *self.PARAMETER_GROUPS))
         self.add_on_set_parameters_callback(
             parameter_guard(self, self.parameter_names, self._parameters_may_change))
         self.params: dict[str, Any] = {}
@@ -68,6 +71,22 @@ class ManagedNode(LifecycleNode):
         self._active_callbacks = 0
         self._callbacks_done = threading.Condition()
         self.executor_threads = 4
+        diag = {name: self.get_parameter(name).value for name in self.parameter_names
+                if name.startswith("diagnostics.")}
+        self.thresholds = HealthThresholds.from_params(diag)
+        self.diagnostics = DiagnosticsPublisher(self, diag["diagnostics.period_s"],
+                                                self._health_items, self.guard.record)
+
+    def health_items(self) -> list[HealthItem]:
+        """The node's own /diagnostics entries (besides the common "node" entry)."""
+        return []
+
+    def _health_items(self) -> list[HealthItem]:
+        common = node_item(self.get_fully_qualified_name(), state=self.state,
+                           last_error=self.last_error or self.guard.last_error,
+                           callback_errors=sum(self.guard.errors.values()),
+                           thresholds=self.thresholds)
+        return [common, *self.health_items()]
 
     # -- helpers for subclasses ---------------------------------------------------------------
     def entity(self, created: Any) -> Any:

@@ -125,6 +125,9 @@ def run_node(factory: Callable[[], LifecycleNode], args: list[str] | None = None
             # finalized by a lifecycle shutdown transition; then the process exits 0.
             while rclpy.ok() and lifecycle_state(node) != "finalized":
                 executor.spin_once(timeout_sec=0.2)
+            linger = time.monotonic() + 1.0  # let the shutdown request's reply go out
+            while rclpy.ok() and time.monotonic() < linger:
+                executor.spin_once(timeout_sec=0.1)
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
         return 0

@@ -26,6 +26,7 @@ from embodied_r_ros.core.backends.factory import make_perceiver
 from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.config import model_spec_dict
 from embodied_r_ros.core.errors import ConfigError, EmbodiedRError
+from embodied_r_ros.core.health import HealthItem
 from embodied_r_ros.core.perception_worker import PerceptionJob, PerceptionWorker
 from embodied_r_ros.core.pipeline import generation_settings
 from embodied_r_ros.core.prompt_set import load_prompt_set
@@ -109,6 +110,16 @@ class PerceptionNode(ManagedNode):
         if self.publisher is not None:
             self.destroy_lifecycle_publisher(self.publisher)
         self.worker = self.odometry = self.publisher = None
+
+    def health_items(self) -> list[HealthItem]:
+        worker = self.worker
+        if worker is None:
+            return []
+        item = worker.health(self.get_fully_qualified_name(), self.params["perception.model"],
+                             True, self.thresholds)
+        item.values.update({f"dropped: {k}": str(v) for k, v in sorted(self.drops.items())})
+        item.values["skipped (described before a restart)"] = str(self.skipped)
+        return [item]
 
     # -- start-up synchronisation ---------------------------------------------------------------
     def _sync_with_reasoning(self) -> None:

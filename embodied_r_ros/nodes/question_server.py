@@ -22,6 +22,7 @@ from std_msgs.msg import String
 
 from embodied_r_ros.action import AnswerSpatial
 from embodied_r_ros.core.errors import ErrorCode
+from embodied_r_ros.core.health import HealthItem, QuestionStats, questions_item
 from embodied_r_ros.core.question_answering import AnswerResult
 from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
 from embodied_r_ros.msg import SpatialAnswer
@@ -56,6 +57,7 @@ class QuestionServer:
                                                            EVENT_QOS)
         self.prompt_pub = node.create_lifecycle_publisher(String, answers_topic + "/prompt",
                                                           EVENT_QOS)
+        self.stats = QuestionStats(node.thresholds.window_s)
         self._reserved: dict[int, tuple[Any, Ticket]] = {}
         self._reserved_lock = threading.Lock()
 
@@ -100,7 +102,15 @@ class QuestionServer:
                 f"question {question[:60]!r} failed with {ErrorCode(result.error_code).name}: "
                 f"{result.message}")
 
+    def health(self, model: str, ready: bool) -> HealthItem:
+        return questions_item(self.node.get_fully_qualified_name(), model=model, ready=ready,
+                              stats=self.stats, in_progress=self.queue.in_progress(),
+                              capacity=1 + self.queue.max_waiting)
+
     def _publish(self, question: str, choices: Sequence[str], result: AnswerResult) -> None:
+        timing = result.timing
+        self.stats.record(result.success, ErrorCode(result.error_code).name, result.message,
+                          timing.total_s, timing.perception_s, timing.reasoning_s)
         self.answers_pub.publish(answer_record(result, question, list(choices),
                                                self.node.get_clock().now().to_msg()))
         if result.messages:
@@ -140,6 +150,8 @@ class QuestionServer:
         if ticket is None:
             self.node.get_logger().warning(
                 f"rejected goal {goal.question[:60]!r}: {self.queue.busy_error()}")
+            self.stats.refused.add()
+            self.stats.codes["BUSY"] += 1
             return GoalResponse.REJECT
         with self._reserved_lock:
             self._reserved[id(goal)] = (goal, ticket)

@@ -31,9 +31,11 @@ from embodied_r_ros.core.backends.factory import make_reasoner
 from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.config import model_spec_dict
 from embodied_r_ros.core.description_wait import collect_descriptions
+from embodied_r_ros.core.health import ERROR, HealthItem
 from embodied_r_ros.core.errors import (
     CancelledError,
     EpisodeResetError,
+    InvalidRequestError,
     KeyFramesUnavailableError,
     NoKeyFramesError,
     PerceptionError,
@@ -43,6 +45,7 @@ from embodied_r_ros.core.pipeline import generation_settings
 from embodied_r_ros.core.progress import ProcessedFrames
 from embodied_r_ros.core.prompt_set import load_prompt_set
 from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswerer
+from embodied_r_ros.core.question_limits import QuestionLimits, check_request
 from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
 from embodied_r_ros.core.reasoning_prompts import format_question
 from embodied_r_ros.core.types import TimingInfo
@@ -78,7 +81,7 @@ def call_service(client: Any, request: Any, timeout_s: float) -> Any | None:
 
 
 class ReasoningNode(ManagedNode):
-    PARAMETER_GROUPS = ("reasoning", "prompts", "keyframes.max_keyframes", "qa", "topics", "services",
+    PARAMETER_GROUPS = ("reasoning", "prompts", "episode", "keyframes.max_keyframes", "qa", "topics", "services",
                         "split", "perception.model", "perception.mode", "camera.topic")
     LIVENESS_PERIOD_S = 1.0
 
@@ -154,7 +157,9 @@ class ReasoningNode(ManagedNode):
         with self._lock:
             store = self._stores.get(episode_id)
             if store is None:
-                store = self._stores[episode_id] = EpisodeStore(EpisodeMemory(episode_id))
+                window = (self.params["episode.max_keyframes"]
+                          if self.params["episode.policy"] == "window" else 0)
+                store = self._stores[episode_id] = EpisodeStore(EpisodeMemory(episode_id, window))
             self._stores.move_to_end(episode_id)
             while len(self._stores) > self.params["split.episodes_kept"]:
                 self._stores.popitem(last=False)
@@ -182,8 +187,10 @@ class ReasoningNode(ManagedNode):
         if msg.mode == "failed":
             store.progress.mark_failed(msg.keyframe_index, msg.raw_text)
         else:
-            store.memory.put(msg_to_description(msg))
             store.progress.mark_done(msg.keyframe_index)
+            store.memory.put(msg_to_description(msg))
+            if store.memory.evicted_below > 1:
+                store.progress.forget_below(store.memory.evicted_below)
 
     def _on_described(self, request: DescribedFrames.Request,
                       response: DescribedFrames.Response) -> DescribedFrames.Response:
@@ -237,6 +244,13 @@ class ReasoningNode(ManagedNode):
         queue, answerer = self.questions_queue, self.answerer
         if queue is None or answerer is None:
             return AnswerResult.failure(CancelledError("the reasoning node is not active"))
+        try:
+            check_request(question, list(choices), QuestionLimits.from_params(self.params),
+                          getattr(answerer.reasoner, "count_text_tokens", None))
+        except InvalidRequestError as exc:
+            if ticket is not None:
+                queue.release(ticket)
+            return AnswerResult.failure(exc)
 
         def handle(deadline: float, timing: TimingInfo, tk: Ticket) -> AnswerResult:
             question_text = format_question(question, list(choices) or None)
@@ -266,6 +280,14 @@ class ReasoningNode(ManagedNode):
             return result
 
         return queue.run(handle, timeout_s=timeout_s, ticket=ticket, should_stop=should_stop)
+
+    def health_items(self) -> list[HealthItem]:
+        if self.questions is None:
+            return []
+        item = self.questions.health(self.params["reasoning.model"], self.answerer is not None)
+        if self._peer_error:
+            item.raise_to(ERROR, self._peer_error)
+        return [item]
 
     # -- status ---------------------------------------------------------------------------------
     def _fill_status(self, status: NodeStatus) -> None:

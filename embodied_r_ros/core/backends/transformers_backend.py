@@ -433,6 +433,10 @@ class TransformersReasoner(_TransformersBase):
         """Prompt length in tokens after the chat template (for budgeting)."""
         return len(self._tokenizer(self._render(messages), add_special_tokens=False)["input_ids"])
 
+    def count_text_tokens(self, text: str) -> int:
+        """Tokens of a plain text (request limits)."""
+        return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
     def generate(
         self,
         messages: Sequence[ChatMessage],
