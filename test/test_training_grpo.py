@@ -14,7 +14,17 @@ from embodied_r_training import data
 from embodied_r_training.config import load_config
 from embodied_r_training.grpo import latest_checkpoint, train
 from embodied_r_training.perception_cache import build_record
-from embodied_r_training.schedule import RewardSchedule, Stage, paper_schedule, schedule_from_config
+from embodied_r_training.schedule import (
+    PAPER_STAGE_WEIGHTS,
+    REFERENCE_CODE_WEIGHTS,
+    RewardSchedule,
+    RewardWeights,
+    Stage,
+    paper_schedule,
+    paper_stage_weights,
+    schedule_from_config,
+    total_reward,
+)
 from embodied_r_training.toy import make_toy_benchmark
 
 
@@ -30,6 +40,47 @@ def test_paper_schedule_by_epoch():
     assert schedule.weights_at(2.0) == expected[3]
     assert schedule.weights_at(4.0) == expected[5]
     assert schedule.weights_at(11.5) == expected[12]
+
+
+def test_weights_and_total():
+    assert REFERENCE_CODE_WEIGHTS == RewardWeights(format=0.1, accuracy=0.7, consistency=0.2)
+    got = total_reward([1, 1, 0], [1, 0, 0], [1, 0, 0], REFERENCE_CODE_WEIGHTS)
+    assert got == pytest.approx([1.0, 0.1, 0.0])
+    with pytest.raises(ValueError):
+        total_reward([1], [1, 0], [1], REFERENCE_CODE_WEIGHTS)
+    assert [paper_stage_weights(e) for e in (1, 2, 3, 4, 5, 12)] == [
+        RewardWeights(0.7, 0.3, 0.0), RewardWeights(0.7, 0.3, 0.0),
+        RewardWeights(0.3, 0.7, 0.0), RewardWeights(0.3, 0.7, 0.0),
+        RewardWeights(0.1, 0.7, 0.2), RewardWeights(0.1, 0.7, 0.2),
+    ]
+    assert [first for first, _ in PAPER_STAGE_WEIGHTS] == [1, 3, 5]
+    with pytest.raises(Exception):
+        REFERENCE_CODE_WEIGHTS.format = 1.0  # type: ignore[misc]
+
+
+def test_reward_rules_choose_the_functions():
+    from embodied_r_ros.core.rewards import (
+        accuracy_reward,
+        format_reward,
+        reference_accuracy_reward,
+        reference_format_reward,
+    )
+    from embodied_r_training.reward_funcs import build_reward_funcs
+
+    schedule = schedule_from_config({"format": 0.5, "accuracy": 0.5})
+    funcs, names = build_reward_funcs({}, schedule)
+    assert names == ["format", "accuracy"] and [f.func for f in funcs] == [format_reward, accuracy_reward]
+    funcs, _ = build_reward_funcs({"rules": {"format": "reference", "accuracy": "reference"}}, schedule)
+    assert [f.func for f in funcs] == [reference_format_reward, reference_accuracy_reward]
+    # The two rules really score differently: trailing newline, letter in the reasoning.
+    text = "<think>B. is out</think><answer>A</answer>\n"
+    assert [f(completions=[text], solution=["A"]) for f in funcs] == [[0.0], [0.0]]
+    project, _ = build_reward_funcs({}, schedule)
+    assert [f(completions=[text], solution=["A"]) for f in project] == [[1.0], [1.0]]
+    from embodied_r_ros.core.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        build_reward_funcs({"rules": {"consistency": "reference"}}, schedule)
 
 
 def test_schedule_config_forms():
