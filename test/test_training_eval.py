@@ -100,19 +100,46 @@ def test_evaluate_cli_with_the_tiny_lm(tiny_models, tmp_path):
 
 
 def test_plot_from_trainer_state(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     history = []
     for step in range(1, 21):
         history.append({"step": step, "epoch": step / 10, "reward": 0.3 + step / 40,
                         "rewards/format/mean": min(1.0, step / 10), "rewards/accuracy/mean": step / 30,
                         "reward_weight/format": 0.7 if step <= 10 else 0.3,
                         "reward_weight/accuracy": 0.3 if step <= 10 else 0.7,
-                        "kl": step * 1e-3, "completions/mean_length": 200 - 5 * step})
+                        "kl": step * 1e-3, "completions/mean_length": 200 - 5 * step,
+                        "learning_rate": 5e-7 * min(1.0, step / 2)})
+        if step % 5 == 0:  # validation entries, as TRL logs them every eval_steps
+            history.append({"step": step, "eval_reward": step / 25, "eval_rewards/accuracy/mean": step / 40,
+                            "eval_rewards/format/mean": step / 20, "eval_completions/mean_length": 150.0})
     state = tmp_path / "trainer_state.json"
     state.write_text(json.dumps({"log_history": history + [{"step": 20, "train_runtime": 1.0}]}))
-    (png,) = plot_training(state)
+    drawn = []
+    real_savefig = plt.Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        drawn.append({ax.get_title(): [(line.get_label(), list(line.get_xdata())) for line in ax.get_lines()]
+                      for ax in fig.axes})
+        return real_savefig(fig, *args, **kwargs)
+
+    plt.Figure.savefig = spy
+    try:
+        (png,) = plot_training(state)
+    finally:
+        plt.Figure.savefig = real_savefig
     assert png.name == "training_curves.png"
     raw = png.read_bytes()
     assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 20_000
     import matplotlib.image as mpimg
 
-    assert mpimg.imread(png).shape[:2] == (825, 1210)
+    assert mpimg.imread(png).shape[:2] == (825, 1650)
+    panels = drawn[0]
+    assert dict(panels["accuracy reward"])["validation split"] == [5, 10, 15, 20]
+    assert len(dict(panels["accuracy reward"])["training batches"]) == 20
+    assert {label for label, _ in panels["validation split (every eval_steps)"]} == {"weighted total", "format", "accuracy"}
+    assert dict(panels["mean completion length"])["validation"] == [5, 10, 15, 20]
+    assert len(dict(panels["learning rate"])["learning rate"]) == 20
