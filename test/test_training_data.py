@@ -180,8 +180,12 @@ def test_newer_revision_jsonl_and_the_debiased_and_pruned_subsets(tree, tmp_path
     rows = [json.loads(line) for line in tree["vsi_jsonl"].read_text().splitlines()]
     pruned_ids = {f"vsi_{r['id']}" for r in rows if r["pruned"]}
     assert ids["pruned"] == pruned_ids & ids["jsonl"]
-    with pytest.raises(MissingColumnError, match="no 'pruned' column.*test.jsonl"):
+    with pytest.raises(MissingColumnError, match="no 'pruned' column and there is no pruned_ids.txt.*test.jsonl"):
         data.load_vsi(tree["vsi_parquet"], Counter(), subset="debiased")
+    # A file without the column, with the revision's pruned_ids.txt beside it.
+    bare = write_jsonl([{k: v for k, v in r.items() if k != "pruned"} for r in rows], tmp_path / "ids" / "test.jsonl")
+    (tmp_path / "ids" / "pruned_ids.txt").write_text("".join(f"{r['id']}\n" for r in rows if r["pruned"]))
+    assert {r["Question_id"] for r in data.load_vsi(bare, Counter(), subset="debiased")} == ids["debiased"]
     summary = data.prepare(vsi=[tree["vsi_jsonl"]], vsi_subset="debiased", out=tmp_path / "p",
                            vsi_video_root=tree["vsi_dir"])
     assert summary["kept"] == len(ids["debiased"]) and summary["vsi_subset"] == "debiased"

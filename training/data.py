@@ -77,6 +77,9 @@ VSI_COLUMNS: tuple[str, ...] = (
     "id", "dataset", "scene_name", "question_type", "question", "options", "ground_truth",
 )
 VSI_PRUNED_COLUMN = "pruned"
+# The newer revision's list of pruned question ids (one per line), from which its
+# debiased/pruned parquet files are made; used when a file lacks the `pruned` column.
+VSI_PRUNED_IDS = "pruned_ids.txt"
 URBAN_COLUMNS: tuple[str, ...] = ("Question_id", "video_id", "question_category", "question", "answer")
 RECORD_COLUMNS: tuple[str, ...] = URBAN_COLUMNS
 
@@ -438,11 +441,16 @@ def load_vsi(
     rows = read_table(path, expected=expected, flag="--vsi")
     require_columns(rows, path, VSI_COLUMNS, expected=expected, flag="--vsi")
     if subset != "all" and any(VSI_PRUNED_COLUMN not in r for r in rows):
-        raise MissingColumnError(
-            f"{path} has no '{VSI_PRUNED_COLUMN}' column, so --vsi-subset {subset} cannot be applied; use "
-            "the newer VSI-Bench revision's test.jsonl (or test_debiased.parquet / test_pruned.parquet), "
-            "or --vsi-subset all"
-        )
+        ids_file = path.parent / VSI_PRUNED_IDS
+        if not ids_file.is_file():
+            raise MissingColumnError(
+                f"{path} has no '{VSI_PRUNED_COLUMN}' column and there is no {VSI_PRUNED_IDS} beside it, so "
+                f"--vsi-subset {subset} cannot be applied; use the newer VSI-Bench revision's test.jsonl "
+                f"(with {VSI_PRUNED_IDS}) or test_debiased.parquet / test_pruned.parquet, or --vsi-subset all"
+            )
+        pruned_ids = {line.strip() for line in ids_file.read_text(encoding="utf-8").splitlines() if line.strip()}
+        rows = [dict(r, **{VSI_PRUNED_COLUMN: str(r["id"]) in pruned_ids}) if VSI_PRUNED_COLUMN not in r else r
+                for r in rows]
     records = []
     for number, row in enumerate(rows, 1):
         if subset != "all":
