@@ -194,9 +194,9 @@ def demo_records(vsi: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "observations from the past to the present. ")
     return [
         {"Question_id": "record_direction", "video_id": f"{scene}.mp4", "question_category": "object_rel_direction",
-         "question": preamble + "Question: If I am standing by the sofa and facing the lamp, is the door to "
-         "my left, right, or back?\nAn object is to my back if I would have to turn at least 135 degrees in "
-         "order to face it.\n\nChoices: \nA. left\nB. right\nC. back\n",
+         "question": preamble + "Question: Standing next to the sofa and looking at the lamp, do I have "
+         "the door on my left, on my right, or behind me?\nBehind me means I would need to turn by 135 "
+         "degrees or more to face it.\n\nChoices: \nA. left\nB. right\nC. back\n",
          "answer": "C"},
         {"Question_id": "record_distance", "video_id": f"{scene}.mp4", "question_category": "object_rel_distance",
          "question": "<video>" + preamble + "Question: Measuring from the closest point of each object, which "
