@@ -1,4 +1,4 @@
-"""Format, accuracy and consistency rewards, and their weighting.
+"""Format, accuracy and consistency rewards; the project's rules and the reference's.
 
 The consistency reward needs a frozen reference model. `RuleReasoner` below is a small,
 real implementation of the `Reasoner` protocol (not a mock of a library): it reads the
@@ -20,16 +20,17 @@ import pytest
 from embodied_r_ros.core.backends.base import Reasoner
 from embodied_r_ros.core.errors import CancelledError, ReasoningError
 from embodied_r_ros.core.reasoning_prompts import format_question
+from embodied_r_ros.core.errors import ConfigError
 from embodied_r_ros.core.rewards import (
-    PAPER_STAGE_WEIGHTS,
-    REFERENCE_CODE_WEIGHTS,
     ConsistencyReward,
-    RewardWeights,
     accuracy_reward,
+    accuracy_reward_for,
     completion_text,
     format_reward,
-    paper_stage_weights,
-    total_reward,
+    format_reward_for,
+    reference_accuracy_reward,
+    reference_choice_key,
+    reference_format_reward,
 )
 from embodied_r_ros.core.types import GenerationSettings
 
@@ -326,20 +327,83 @@ def test_trl_call_shape_and_length_checks():
     assert completion_text(None) == ""
 
 
-def test_weights_and_total():
-    assert REFERENCE_CODE_WEIGHTS == RewardWeights(format=0.1, accuracy=0.7, consistency=0.2)
-    got = total_reward([1, 1, 0], [1, 0, 0], [1, 0, 0], REFERENCE_CODE_WEIGHTS)
-    assert got == pytest.approx([1.0, 0.1, 0.0])
-    with pytest.raises(ValueError):
-        total_reward([1], [1, 0], [1], REFERENCE_CODE_WEIGHTS)
-    assert [paper_stage_weights(e) for e in (1, 2, 3, 4, 5, 12)] == [
-        RewardWeights(0.7, 0.3, 0.0), RewardWeights(0.7, 0.3, 0.0),
-        RewardWeights(0.3, 0.7, 0.0), RewardWeights(0.3, 0.7, 0.0),
-        RewardWeights(0.1, 0.7, 0.2), RewardWeights(0.1, 0.7, 0.2),
-    ]
-    assert [first for first, _ in PAPER_STAGE_WEIGHTS] == [1, 3, 5]
-    with pytest.raises(Exception):
-        REFERENCE_CODE_WEIGHTS.format = 1.0  # type: ignore[misc]
+def test_ground_truth_is_read_like_the_answer_block():
+    """A solution written "B. right" (or "(b)", "Answer: B", "<answer>B</answer>") is B."""
+    good = "<think>pick B</think><answer>B</answer>"
+    for solution in ("B", " b ", "B.", "(B)", "B. right", "B) right", "Answer: B", "<answer>B. right</answer>"):
+        assert accuracy_reward([good], solution=[solution], question=[Q3]) == [1.0], solution
+        assert accuracy_reward(["<think>pick A</think><answer>A</answer>"], solution=[solution],
+                               question=[Q3]) == [0.0], solution
+    # A completion answering with the option text plus its letter also matches.
+    assert accuracy_reward(["<think>x</think><answer>B. right</answer>"], solution=["B. right"],
+                           question=[Q3]) == [1.0]
+    # A solution naming no letter stays a free-text answer.
+    assert accuracy_reward(["<think>x</think><answer>a chair</answer>"], solution=["a chair"],
+                           question=[Q_FREE]) == [1.0]
+
+
+# (label, completion, solution, project accuracy, reference accuracy)
+LETTER_RULES = [
+    ("plain", "<think>so A</think><answer>A</answer>", "A", 1, 1),
+    ("solution with text", "<think>so B</think><answer>B</answer>", "B. right", 1, 1),
+    # The reference reads the whole completion: its last "X." is in the reasoning here.
+    ("letter in reasoning", "<think>B. is ruled out</think><answer>A</answer>", "A", 1, 0),
+    ("answer word in reasoning", "<think>the answer C looks wrong</think><answer>A</answer>", "A", 1, 0),
+    ("boxed wins", "<think>hm</think><answer>$\\boxed{D}$ or A.</answer>", "D", 0, 1),
+    ("article read as A", "<think>it is a chair</think><answer>a chair</answer>", "A", 0, 1),
+    ("two stand-alone letters", "<think>x</think><answer>A or B</answer>", "A", 0, 0),
+    ("lowercase letter", "<think>x</think><answer>c</answer>", "C", 1, 1),
+    ("no letter", "<think>x</think><answer>none</answer>", "A", 0, 0),
+]
+
+
+def test_letter_rules_project_and_reference():
+    comps = [row[1] for row in LETTER_RULES]
+    sols = [row[2] for row in LETTER_RULES]
+    labels = [row[0] for row in LETTER_RULES]
+    q4 = format_question("Which one?", ["w", "x", "y", "z"])
+    project = accuracy_reward(comps, solution=sols, question=[q4] * len(comps))
+    reference = reference_accuracy_reward(comps, solution=sols, question=[q4] * len(comps))
+    assert dict(zip(labels, project)) == {r[0]: float(r[3]) for r in LETTER_RULES}
+    assert dict(zip(labels, reference)) == {r[0]: float(r[4]) for r in LETTER_RULES}
+    assert accuracy_reward_for("project") is accuracy_reward
+    assert accuracy_reward_for("reference") is reference_accuracy_reward
+    with pytest.raises(ConfigError, match="unknown accuracy rule 'strict'"):
+        accuracy_reward_for("strict")
+
+
+def test_reference_choice_key_worked_values():
+    assert reference_choice_key("B. right") == "B"
+    assert reference_choice_key("(b)") == "B"
+    assert reference_choice_key("A B") == "A"  # matches do not overlap: B's space is taken
+    assert reference_choice_key("A.B.") == "A"
+    assert reference_choice_key("so the answer e fits") == "E"
+    assert reference_choice_key("4") == "4" and reference_choice_key(" turn left ") == "TURN LEFT"
+
+
+# (label, completion, project format, reference format)
+FORMAT_RULES = [
+    ("exact", "<think>a</think><answer>B</answer>", 1, 1),
+    ("newline between", "<think>a</think>\n\n<answer>B</answer>", 1, 1),
+    ("leading whitespace", "\n<think>a</think><answer>B</answer>", 1, 0),
+    ("trailing newline", "<think>a</think><answer>B</answer>\n", 1, 0),
+    ("repeated think", "<think>a</think><think>b</think><answer>B</answer>", 0, 1),
+    ("repeated answer", "<think>a</think><answer>A</answer><answer>B</answer>", 0, 1),
+    ("text after", "<think>a</think><answer>B</answer> done", 0, 0),
+    ("text before", "ok <think>a</think><answer>B</answer>", 0, 0),
+    ("no think", "<answer>B</answer>", 0, 0),
+]
+
+
+def test_format_rules_project_and_reference():
+    comps = [row[1] for row in FORMAT_RULES]
+    labels = [row[0] for row in FORMAT_RULES]
+    assert dict(zip(labels, format_reward(comps))) == {r[0]: float(r[2]) for r in FORMAT_RULES}
+    assert dict(zip(labels, reference_format_reward(comps))) == {r[0]: float(r[3]) for r in FORMAT_RULES}
+    assert format_reward_for("reference") is reference_format_reward
+    assert format_reward_for() is format_reward
+    with pytest.raises(ConfigError):
+        format_reward_for("loose")
 
 
 def test_rewards_import_without_torch_or_ros():

@@ -8,7 +8,7 @@ import pytest
 
 from embodied_r_training import data
 from embodied_r_training.perception_cache import AppendOnlyJsonl, cache_split, unit_key
-from embodied_r_training.toy import make_toy_benchmark
+from embodied_r_training.toy import make_published_tree
 
 
 class CountingPerceiver:
@@ -54,8 +54,8 @@ class CountingPerceiver:
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     root = tmp_path_factory.mktemp("toycache")
-    toy = make_toy_benchmark(root / "toy", scenes=2, seed=1, videos=True)
-    data.prepare(vsi=[toy["vsi"]], urban=[toy["urban"]], out=root / "prep", seed=0, ratios=(1, 0, 0))
+    toy = make_published_tree(root / "download", vsi_scenes=2, seed=1)
+    data.prepare(vsi=[toy["vsi_parquet"]], urban=[toy["urban"]], out=root / "prep", seed=0, ratios=(1, 0, 0))
     records = data.read_jsonl(root / "prep" / "train.jsonl")
     return toy, records
 
@@ -68,7 +68,7 @@ def _n_frames(out, video):
 def test_on_query_resume_after_crash_redoes_nothing(prepared, tmp_path):
     toy, records = prepared
     records = records[:8]  # two videos' worth of questions keeps it quick
-    kwargs = dict(video_root=toy["video_root"], split="train", mode="on_query", batch_size=5, progress=False)
+    kwargs = dict(split="train", mode="on_query", batch_size=5, progress=False)
 
     clean = CountingPerceiver()
     stats = cache_split(records, perceiver=clean, out=tmp_path / "clean", **kwargs)
@@ -103,7 +103,7 @@ def test_on_query_resume_after_crash_redoes_nothing(prepared, tmp_path):
 def test_partial_line_from_a_kill_is_redone_once(prepared, tmp_path):
     toy, records = prepared
     records = records[:3]
-    kwargs = dict(video_root=toy["video_root"], split="train", mode="streaming", batch_size=4, progress=False)
+    kwargs = dict(split="train", mode="streaming", batch_size=4, progress=False)
     first = CountingPerceiver()
     cache_split(records, perceiver=first, out=tmp_path, **kwargs)
     path = tmp_path / "descriptions.streaming.jsonl"
@@ -122,7 +122,7 @@ def test_streaming_shares_descriptions_and_records_carry_the_prompt(prepared, tm
     same_video = [r for r in records if r["video_path"] == video]
     assert len(same_video) >= 3
     perceiver = CountingPerceiver()
-    stats = cache_split(same_video, perceiver=perceiver, video_root=toy["video_root"], out=tmp_path,
+    stats = cache_split(same_video, perceiver=perceiver, out=tmp_path,
                         split="val", mode="streaming", batch_size=16, progress=False)
     n = _n_frames(tmp_path, video)
     assert 4 <= n <= 32
@@ -149,8 +149,9 @@ def test_streaming_shares_descriptions_and_records_carry_the_prompt(prepared, tm
 
 def test_missing_video_is_reported_not_fatal(prepared, tmp_path):
     toy, records = prepared
-    ghost = dict(records[0], Question_id="ghost", video_path="nowhere/none.mp4")
-    stats = cache_split([records[0], ghost], perceiver=CountingPerceiver(), video_root=toy["video_root"],
+    ghost = dict(records[0], Question_id="ghost", video_path="nowhere/none.mp4",
+                 video={"file": str(toy["vsi_dir"] / "scannet.zip"), "member": "scannet/none.mp4"})
+    stats = cache_split([records[0], ghost], perceiver=CountingPerceiver(),
                         out=tmp_path, split="test", mode="streaming", progress=False)
     assert stats.missing_videos == ["nowhere/none.mp4"] and stats.records_skipped == 1
     assert stats.complete and stats.records_written == 1
@@ -164,7 +165,7 @@ def test_cli_with_the_tiny_vlm(prepared, tiny_models, tmp_path):
     from embodied_r_training.cli import main
 
     argv = ["cache-perception", "--config", "perception_tiny.yaml", "--data", str(tmp_path / "prep"),
-            "--split", "train", "--video-root", str(toy["video_root"]), "--out", str(tmp_path / "cache"),
+            "--split", "train", "--out", str(tmp_path / "cache"),
             "--mode", "streaming", "--no-progress", "--set", f"perception_model.model={tiny_models.vlm}",
             "--set", "perception_model.max_new_tokens=6", "--set", "keyframes.max_keyframes=4"]
     assert main(argv) == 0
@@ -174,3 +175,35 @@ def test_cli_with_the_tiny_vlm(prepared, tiny_models, tmp_path):
     out = data.read_jsonl(tmp_path / "cache" / "train.streaming.jsonl")
     assert out[0]["video_text"] == out[1]["video_text"]
     assert out[0]["prompt"][1]["content"].endswith(subset[0]["question"])
+
+
+def test_videos_from_the_zips_or_from_a_video_root(prepared, tmp_path):
+    import zipfile
+
+    from embodied_r_training.errors import VideoSourceError
+
+    toy, records = prepared
+    first = next(r for r in records if r["dataset"] != "urbanvideo")
+    same = [r for r in records if r["video_path"] == first["video_path"]][:2]
+    assert same[0]["video"]["member"] == first["video_path"]  # lives inside a zip
+    zipped = CountingPerceiver()
+    stats = cache_split(same, perceiver=zipped, out=tmp_path / "zip", split="train", mode="streaming",
+                        progress=False)
+    assert stats.complete and stats.videos_extracted == 1
+    assert not list((tmp_path / "zip" / ".videos").rglob("*.mp4"))  # removed after decoding
+
+    # The same videos unpacked into a tree, records without a location, --video-root.
+    archive = toy["vsi_dir"] / f"{first['dataset']}.zip"
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(tmp_path / "tree")
+    bare = [{k: v for k, v in r.items() if k != "video"} for r in same]
+    with pytest.raises(VideoSourceError, match="no 'video' field.*--video-root"):
+        cache_split(bare, perceiver=CountingPerceiver(), out=tmp_path / "none", split="train",
+                    mode="streaming", progress=False)
+    stats = cache_split(bare, perceiver=CountingPerceiver(), out=tmp_path / "tree_cache", split="train",
+                        mode="streaming", progress=False, video_root=tmp_path / "tree")
+    assert stats.complete and stats.videos_extracted == 0
+    a = data.read_jsonl(tmp_path / "zip" / "train.streaming.jsonl")
+    b = data.read_jsonl(tmp_path / "tree_cache" / "train.streaming.jsonl")
+    assert [r["video_text"] for r in a] == [r["video_text"] for r in b]
+    assert [r["keyframes"] for r in a] == [r["keyframes"] for r in b]

@@ -14,8 +14,18 @@ from embodied_r_training import data
 from embodied_r_training.config import load_config
 from embodied_r_training.grpo import latest_checkpoint, train
 from embodied_r_training.perception_cache import build_record
-from embodied_r_training.schedule import RewardSchedule, Stage, paper_schedule, schedule_from_config
-from embodied_r_training.toy import make_toy_benchmark
+from embodied_r_training.schedule import (
+    PAPER_STAGE_WEIGHTS,
+    REFERENCE_CODE_WEIGHTS,
+    RewardSchedule,
+    RewardWeights,
+    Stage,
+    paper_schedule,
+    paper_stage_weights,
+    schedule_from_config,
+    total_reward,
+)
+from embodied_r_training.toy import make_published_tree
 
 
 # --------------------------------------------------------------------------- schedule
@@ -30,6 +40,47 @@ def test_paper_schedule_by_epoch():
     assert schedule.weights_at(2.0) == expected[3]
     assert schedule.weights_at(4.0) == expected[5]
     assert schedule.weights_at(11.5) == expected[12]
+
+
+def test_weights_and_total():
+    assert REFERENCE_CODE_WEIGHTS == RewardWeights(format=0.1, accuracy=0.7, consistency=0.2)
+    got = total_reward([1, 1, 0], [1, 0, 0], [1, 0, 0], REFERENCE_CODE_WEIGHTS)
+    assert got == pytest.approx([1.0, 0.1, 0.0])
+    with pytest.raises(ValueError):
+        total_reward([1], [1, 0], [1], REFERENCE_CODE_WEIGHTS)
+    assert [paper_stage_weights(e) for e in (1, 2, 3, 4, 5, 12)] == [
+        RewardWeights(0.7, 0.3, 0.0), RewardWeights(0.7, 0.3, 0.0),
+        RewardWeights(0.3, 0.7, 0.0), RewardWeights(0.3, 0.7, 0.0),
+        RewardWeights(0.1, 0.7, 0.2), RewardWeights(0.1, 0.7, 0.2),
+    ]
+    assert [first for first, _ in PAPER_STAGE_WEIGHTS] == [1, 3, 5]
+    with pytest.raises(Exception):
+        REFERENCE_CODE_WEIGHTS.format = 1.0  # type: ignore[misc]
+
+
+def test_reward_rules_choose_the_functions():
+    from embodied_r_ros.core.rewards import (
+        accuracy_reward,
+        format_reward,
+        reference_accuracy_reward,
+        reference_format_reward,
+    )
+    from embodied_r_training.reward_funcs import build_reward_funcs
+
+    schedule = schedule_from_config({"format": 0.5, "accuracy": 0.5})
+    funcs, names = build_reward_funcs({}, schedule)
+    assert names == ["format", "accuracy"] and [f.func for f in funcs] == [format_reward, accuracy_reward]
+    funcs, _ = build_reward_funcs({"rules": {"format": "reference", "accuracy": "reference"}}, schedule)
+    assert [f.func for f in funcs] == [reference_format_reward, reference_accuracy_reward]
+    # The two rules really score differently: trailing newline, letter in the reasoning.
+    text = "<think>B. is out</think><answer>A</answer>\n"
+    assert [f(completions=[text], solution=["A"]) for f in funcs] == [[0.0], [0.0]]
+    project, _ = build_reward_funcs({}, schedule)
+    assert [f(completions=[text], solution=["A"]) for f in project] == [[1.0], [1.0]]
+    from embodied_r_ros.core.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        build_reward_funcs({"rules": {"consistency": "reference"}}, schedule)
 
 
 def test_schedule_config_forms():
@@ -103,12 +154,17 @@ def test_schedule_switches_the_weights_used_for_advantages(tiny_models, tmp_path
 def cached_train(tmp_path_factory):
     """Cached records (prompt + solution) for the toy questions, with canned descriptions."""
     root = tmp_path_factory.mktemp("grpo_data")
-    toy = make_toy_benchmark(root / "toy", scenes=4, seed=0, videos=False)
-    data.prepare(vsi=[toy["vsi"]], urban=[toy["urban"]], out=root / "prep", seed=0, ratios=(1, 0, 0))
+    toy = make_published_tree(root / "download", vsi_scenes=4, seed=0, videos=False)
+    data.prepare(vsi=[toy["vsi_parquet"]], urban=[toy["urban"]], out=root / "prep", seed=0, ratios=(1, 0, 0),
+                 check_videos=False, include_numeric=True)
     texts = ["A red chair ahead-left, a door ahead.", "1. move forward\n2. A lamp appears on the right.\n3. none"]
     rows = [build_record(r, "on_query", {"source_frames": [0, 4]}, texts)
             for r in data.read_jsonl(root / "prep" / "train.jsonl")]
-    data.write_jsonl_atomic(root / "train.on_query.jsonl", rows)
+    numeric = [r for r in rows if r["answer_type"] == "numeric"]
+    choice = [r for r in rows if r["answer_type"] == "choice"]
+    # Numeric questions first: training must skip them (counted), not choke on them.
+    data.write_jsonl_atomic(root / "train.on_query.jsonl", numeric[:2] + choice)
+    data.write_jsonl_atomic(root / "val.on_query.jsonl", choice[-2:])
     return root / "train.on_query.jsonl"
 
 
@@ -119,15 +175,17 @@ def test_tiny_cpu_checkpoints_and_resumes(tiny_models, cached_train, tmp_path):
     common = ["--config", "tiny_cpu.yaml",
               "--set", f"model.name_or_path={tiny_models.lm}",
               "--set", f"rewards.consistency_model.model={tiny_models.lm}",
-              "--set", f"data.train={cached_train}", "--set", "data.max_samples=8",
+              "--set", f"data.train={cached_train}", "--set", "data.max_samples=10",
+              "--set", f"data.eval={cached_train.parent / 'val.on_query.jsonl'}",
               "--set", f"grpo.output_dir={out}", "--set", "grpo.save_steps=2",
-              "--set", "grpo.max_completion_length=12"]
+              "--set", "grpo.eval_steps=2", "--set", "grpo.max_completion_length=12"]
     assert main(["grpo", *common, "--set", "grpo.max_steps=2"]) == 0
     assert (out / "checkpoint-2" / "trainer_state.json").is_file()
     assert (out / "final" / "config.json").is_file()
     first = json.loads((out / "run_summary.json").read_text())
     assert first["reward_names"] == ["format", "accuracy", "consistency"]
-    assert first["train_data"] == {"read": 8, "too_long": 0, "kept": 8}
+    assert first["train_data"] == {"read": 10, "too_long": 0, "numeric": 2, "kept": 8}
+    assert first["eval_data"] == {"read": 2, "too_long": 0, "numeric": 0, "kept": 2}
 
     assert main(["grpo", *common, "--set", "grpo.max_steps=4", "--resume"]) == 0
     summary = json.loads((out / "run_summary.json").read_text())
@@ -140,6 +198,10 @@ def test_tiny_cpu_checkpoints_and_resumes(tiny_models, cached_train, tmp_path):
     # 8 prompts, 2 per step -> 4 steps per epoch: all in the first stage (7:3:0).
     assert {h["reward_weight/format"] for h in state["log_history"] if "reward" in h} == {0.7}
     assert all("rewards/format/mean" in h and "kl" in h for h in state["log_history"] if "reward" in h)
+    # Validation on the val split every eval_steps (2): logged beside the training entries.
+    evals = [h for h in state["log_history"] if "eval_reward" in h]
+    assert [h["step"] for h in evals] == [2, 4]
+    assert all(0.0 <= h["eval_rewards/accuracy/mean"] <= 1.0 and "eval_completions/mean_length" in h for h in evals)
 
 
 def test_over_long_prompts_are_dropped_and_counted(tiny_models, cached_train):
@@ -154,40 +216,158 @@ def test_over_long_prompts_are_dropped_and_counted(tiny_models, cached_train):
         ids = tok.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
         return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
-    lengths = sorted(n_tokens(r["prompt"]) for r in rows)
-    limit = lengths[len(lengths) // 2]
+    lengths = sorted(n_tokens(r["prompt"]) for r in rows if r["answer_type"] == "choice")
+    limit = lengths[-1] - 1  # the longest prompts are over the limit
     dataset, stats = load_records_dataset(cached_train, tokenizer=tok, max_prompt_tokens=limit)
-    assert stats["too_long"] == sum(1 for n in lengths if n > limit) > 0
-    assert len(dataset) == stats["kept"] == len(rows) - stats["too_long"]
+    assert 0 < stats["too_long"] == sum(1 for n in lengths if n > limit) < len(lengths)
+    assert stats["numeric"] == 2
+    assert len(dataset) == stats["kept"] == len(lengths) - stats["too_long"]
     assert set(dataset.column_names) >= {"prompt", "solution", "question"}
 
 
-def test_packaged_configs_load_and_follow_the_paper():
+# The paper's values (docs/method.md §6) and, where it is silent, those of the trainer the
+# reference scripts ran (ms-swift, April 2025); TRL's own defaults differ for most of them.
+PAPER_GRPO = {
+    "learning_rate": 5e-7, "warmup_steps": 0.05, "lr_scheduler_type": "cosine", "weight_decay": 0.1,
+    "optim": "adamw_torch", "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_epsilon": 1e-8, "max_grad_norm": 1.0,
+    "temperature": 1.0, "top_k": 50, "top_p": 0.9, "repetition_penalty": 1.0, "num_generations": 8,
+    "beta": 0.001, "epsilon": 0.2, "num_iterations": 1, "loss_type": "grpo", "scale_rewards": "group",
+    "max_completion_length": 2048, "num_train_epochs": 12, "bf16": True, "gradient_checkpointing": True,
+    "eval_strategy": "steps", "eval_steps": 100, "num_generations_eval": 8, "use_vllm": True,
+    "vllm_importance_sampling_correction": False, "mask_truncated_completions": False,
+}
+
+
+def _num_processes(name="accelerate_zero3.yaml"):
+    import yaml
+
+    from embodied_r_training.config import packaged_config
+
+    return yaml.safe_load(packaged_config(name).read_text())["num_processes"]
+
+
+def test_paper_config_sets_every_generation_and_optimiser_value():
+    from transformers import get_scheduler
+    from trl import GRPOConfig
+
+    from embodied_r_training.grpo import build_grpo_config
+
     paper = load_config("paper_8gpu.yaml")
     g = paper["grpo"]
-    assert (g["learning_rate"], g["warmup_steps"], g["temperature"], g["num_generations"], g["beta"],
-            g["max_completion_length"], g["num_train_epochs"], g["bf16"], g["use_vllm"]) == (
-        5e-7, 0.05, 1.0, 8, 0.001, 2048, 12, True, True)
-    assert g["per_device_train_batch_size"] * 8 * g["gradient_accumulation_steps"] == 32
-    assert paper["data"]["max_prompt_tokens"] == 6144
-    assert paper["rewards"]["schedule"] == "paper"
+    gpus = _num_processes()
+    assert gpus == 8
+    # One CPU process stands in for the 8 GPUs: per-device batches scaled by 8, the rest as written.
+    args = build_grpo_config(dict(paper, grpo=dict(g, use_cpu=True,
+                                                   per_device_train_batch_size=g["per_device_train_batch_size"] * gpus,
+                                                   per_device_eval_batch_size=g["per_device_eval_batch_size"] * gpus)),
+                             [0.7, 0.3, 0.0])
+    assert isinstance(args, GRPOConfig)
+    got = {k: getattr(args, k) for k in PAPER_GRPO}
+    got["lr_scheduler_type"] = str(getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type))
+    got["optim"] = str(getattr(args.optim, "value", args.optim))
+    got["eval_strategy"] = str(getattr(args.eval_strategy, "value", args.eval_strategy))
+    assert got == PAPER_GRPO
+    defaults = GRPOConfig(output_dir="/tmp/unused", use_cpu=True, report_to="none")
+    differs = [k for k in ("top_k", "top_p", "weight_decay", "adam_beta2", "loss_type") if getattr(defaults, k) != got[k]]
+    assert differs == ["top_k", "top_p", "weight_decay", "adam_beta2", "loss_type"]  # why the YAML sets them
+    # Global batch: 32 completions per optimizer step = 4 questions x 8 generations.
+    assert g["per_device_train_batch_size"] * gpus * g["gradient_accumulation_steps"] == 32
+    assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 32
+    assert args.generation_batch_size == 32 and args.generation_batch_size // args.num_generations == 4
+    assert paper["data"]["max_prompt_tokens"] == 6144 and paper["data"]["eval"].endswith("val.on_query.jsonl")
+    assert paper["rewards"]["schedule"] == "paper" and not paper["lora"]["enabled"]  # full parameters
+    assert args.model_init_kwargs["dtype"] == "bfloat16" and args.reward_weights == [0.7, 0.3, 0.0]
+    # The schedule those values give: linear warm-up over 5% of the steps, then cosine to 0.
+    import torch
+
+    opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=args.learning_rate)
+    total = 1000
+    sched = get_scheduler(args.lr_scheduler_type, opt, num_warmup_steps=args.get_warmup_steps(total),
+                          num_training_steps=total)
+    lrs = []
+    for _ in range(total):
+        lrs.append(sched.get_last_lr()[0])
+        opt.step()
+        sched.step()
+    assert args.get_warmup_steps(total) == 50
+    assert lrs[0] == 0.0 and lrs[25] == pytest.approx(2.5e-7) and lrs[50] == pytest.approx(5e-7)
+    assert lrs[525] == pytest.approx(2.5e-7, rel=1e-3)  # halfway through the cosine decay
+    assert lrs[-1] < 1e-9
+
+
+def test_vl3b_config_is_the_paper_config_with_the_reference_policy():
+    paper = load_config("paper_8gpu.yaml")
+    vl = load_config("paper_8gpu_vl3b.yaml")
+    assert {k: v for k, v in vl.items() if k not in ("model", "grpo")} == \
+        {k: v for k, v in paper.items() if k not in ("model", "grpo")}
+    assert dict(vl["grpo"], output_dir=None) == dict(paper["grpo"], output_dir=None)
+    assert vl["model"]["name_or_path"] == "Qwen/Qwen2.5-VL-3B-Instruct" and vl["model"]["language_model_of_vlm"]
+    assert paper["model"]["name_or_path"] == "Qwen/Qwen2.5-3B-Instruct"
+
+
+def test_single_gpu_lora_config():
+    from embodied_r_training.grpo import build_peft_config
+
     lora = load_config("single_gpu_lora.yaml")
     assert lora["lora"]["enabled"] and lora["grpo"]["per_device_train_batch_size"] * lora["grpo"][
         "gradient_accumulation_steps"] == 32
+    assert build_peft_config(lora["lora"]).r == 64
     from embodied_r_training.config import packaged_config
 
     ds = json.loads(packaged_config("ds_zero3.json").read_text())
     assert ds["zero_optimization"]["stage"] == 3
-    from embodied_r_training.grpo import build_grpo_config, build_peft_config
 
-    # One CPU process stands in for the 8 GPUs: the same 32 completions per step.
-    args = build_grpo_config(dict(paper, grpo=dict(g, use_vllm=False, bf16=False, use_cpu=True,
-                                                   per_device_train_batch_size=32,
-                                                   gradient_checkpointing=False)), [0.7, 0.3, 0.0])
-    assert args.beta == 0.001 and args.num_generations == 8 and args.reward_weights == [0.7, 0.3, 0.0]
-    assert args.generation_batch_size == 32 and args.learning_rate == 5e-7 and args.num_train_epochs == 12
-    assert args.model_init_kwargs["dtype"] == "bfloat16"
-    assert build_peft_config(lora["lora"]).r == 64
+
+def test_language_model_of_a_qwen2_5_vl_is_the_same_model_on_text(tiny_models, tmp_path):
+    """The extracted decoder is a plain Qwen2ForCausalLM whose logits and greedy output on
+    text equal those of the Qwen2.5-VL it came from (padded batch included)."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
+
+    from embodied_r_training.cli import main
+    from embodied_r_training.policy import is_extracted
+
+    out = tmp_path / "lm"
+    assert main(["extract-lm", str(tiny_models.vlm), str(out)]) == 0
+    assert is_extracted(out)
+    vl = AutoModelForImageTextToText.from_pretrained(tiny_models.vlm).eval()
+    lm = AutoModelForCausalLM.from_pretrained(out).eval()
+    assert type(lm).__name__ == "Qwen2ForCausalLM"
+    assert not any("visual" in k for k in lm.state_dict())
+    tok = AutoTokenizer.from_pretrained(out)
+    tok.padding_side = "left"
+    prompts = [tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False)
+               for t in ("Frame 0: Observe: a red box on the left.", "Question: which way?\nChoices:\nA. left\nB. right")]
+    batch = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.no_grad():
+        a, b = vl(**batch).logits, lm(**batch).logits
+    mask = batch["attention_mask"].bool()
+    assert torch.allclose(a[mask], b[mask], atol=1e-5)
+    ga = vl.generate(**batch, max_new_tokens=10, do_sample=False)
+    gb = lm.generate(**batch, max_new_tokens=10, do_sample=False)
+    assert torch.equal(ga, gb)
+
+
+def test_grpo_trains_the_language_model_of_a_vlm(tiny_models, cached_train, tmp_path):
+    from embodied_r_training.cli import main
+    from embodied_r_training.policy import is_extracted
+
+    out = tmp_path / "run"
+    rc = main(["grpo", "--config", "paper_8gpu_vl3b.yaml",
+               "--set", f"model.name_or_path={tiny_models.vlm}", "--set", "model.dtype=float32",
+               "--set", "model.attn_implementation=null", "--set", f"model.extracted_dir={tmp_path / 'policy'}",
+               "--set", f"data.train={cached_train}", "--set", "data.eval=null", "--set", "data.max_samples=6",
+               "--set", "rewards.schedule={format: 0.5, accuracy: 0.5}",
+               "--set", f"grpo.output_dir={out}", "--set", "grpo.use_vllm=false", "--set", "grpo.bf16=false",
+               "--set", "grpo.use_cpu=true", "--set", "grpo.per_device_train_batch_size=8",
+               "--set", "grpo.gradient_accumulation_steps=1", "--set", "grpo.num_generations=4",
+               "--set", "grpo.max_completion_length=8", "--set", "grpo.max_steps=1",
+               "--set", "grpo.eval_strategy=no", "--set", "grpo.save_strategy=no",
+               "--set", "grpo.gradient_checkpointing=false", "--set", "grpo.report_to=none"])
+    assert rc == 0
+    assert is_extracted(tmp_path / "policy")
+    summary = json.loads((out / "run_summary.json").read_text())
+    assert summary["policy"] == str(tmp_path / "policy") and summary["global_step"] == 1
+    assert json.loads((out / "final" / "config.json").read_text())["architectures"] == ["Qwen2ForCausalLM"]
 
 
 # --------------------------------------------------------------------------- learning

@@ -46,6 +46,37 @@ CATEGORY_SOURCE: dict[str, str] = {
     "obj_appearance_order": "vsi",
 }
 
+# VSI-Bench's own question types (its evaluation scores each one separately).
+VSI_DIRECTION_LEVELS: tuple[str, ...] = (
+    "object_rel_direction_easy",
+    "object_rel_direction_medium",
+    "object_rel_direction_hard",
+)
+VSI_CHOICE_TYPES: tuple[str, ...] = (
+    "object_rel_distance",
+    *VSI_DIRECTION_LEVELS,
+    "route_planning",
+    "obj_appearance_order",
+)
+# Numeric-answer types (options null): scored by mean relative accuracy; not used by the
+# paper, so kept only with `prepare --include-numeric`.
+VSI_NUMERIC_TYPES: tuple[str, ...] = (
+    "object_counting",
+    "object_abs_distance",
+    "object_size_estimation",
+    "room_size_estimation",
+)
+VSI_TYPE_TITLES: dict[str, str] = {
+    "object_counting": "obj. count",
+    "object_abs_distance": "abs. dist.",
+    "object_size_estimation": "obj. size",
+    "room_size_estimation": "room size",
+    "object_rel_distance": "rel. dist.",
+    "object_rel_direction": "rel. dir.",
+    "route_planning": "route plan",
+    "obj_appearance_order": "appr. order",
+}
+
 _ALIASES: dict[str, str] = {
     # VSI-Bench spellings
     "object_rel_distance": "object_rel_distance",

@@ -12,7 +12,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "grpo": ("embodied_r_training.grpo", "GRPO training of the reasoning LM (TRL) from a YAML config"),
     "evaluate": ("embodied_r_training.evaluate", "accuracy per category, consistency rate, completion length"),
     "plots": ("embodied_r_training.plots", "training curves (PNG) from trainer_state.json"),
-    "toy-data": ("embodied_r_training.toy", "write a small synthetic benchmark in the real file formats"),
+    "extract-lm": ("embodied_r_training.policy", "write the language model of a Qwen2.5-VL checkpoint as a Qwen2 LM"),
+    "toy-data": ("embodied_r_training.toy", "write a small synthetic benchmark laid out like the published downloads"),
 }
 
 

@@ -1,26 +1,47 @@
-"""Dataset preparation: benchmark files -> question records -> scene-level splits.
+"""Dataset preparation: the benchmarks as published -> question records -> scene splits.
 
-Inputs (any mix, each option may repeat):
+Inputs, each flag repeatable (training/README.md shows the download layout):
 
-* VSI-Bench parquet: columns id, dataset, scene_name, question_type, question, options
-  (["A. left", "B. right"] or plain texts), ground_truth (letter or option text). The
-  video is `<dataset>/<scene_name>.mp4` under the video root.
-* UrbanVideo-Bench MCQ parquet: columns Question_id, video_id, question_category,
-  question (choices already inside the text), answer. The video is `<video_id>`.
-* Records already in the project format (JSON list or JSONL), like
-  shared/data/data_demo.json.
+* VSI-Bench (`--vsi`): `test-00000-of-00001.parquet` (first release) or `test.jsonl` /
+  `test_debiased.parquet` / `test_pruned.parquet` (newer revision). Columns id, dataset,
+  scene_name, question_type, question, options (list of "A. ..." strings; null for the
+  numeric question types), ground_truth (a letter, or a number for numeric types), and in
+  the newer files a boolean `pruned` (True for questions removed by the debiasing).
+  `--vsi-subset debiased` keeps the rows with pruned False, `pruned` those with pruned
+  True, `all` (default, the paper's setting) every row. The video of a row is
+  `<dataset>/<scene_name>.mp4` under `--vsi-video-root`: the extracted tree or the folder
+  with `arkitscenes.zip`, `scannet.zip`, `scannetpp.zip` (read without unpacking).
+* UrbanVideo-Bench (`--urban`): `MCQ.parquet`, columns Question_id, video_id,
+  question_category, question (choices inside the text), answer (a letter). The video is
+  `<video_id>` under `--urban-video-root` (default: the `videos/` folder beside the file).
+* Records (`--records`): a JSON list or JSONL of questions in the dataset's record format
+  (Question_id, video_id, question_category, question, answer, optional scene_name,
+  videos, dataset; see docs/method.md §6). Videos are looked for under
+  `--records-video-root` (default: the file's folder), by `video_path`, `videos`,
+  `<dataset>/<video_id>`, `<video_id>`, then by bare file name.
 
-Every kept question becomes one record (FACTS §6 format plus bookkeeping fields)::
+Each kept question becomes one record::
 
-    {"Question_id", "video_id", "question_category", "question", "answer",
-     "scene_name", "dataset", "video_path", "source_category"}
+    {"Question_id", "video_id", "question_category", "question", "answer", "scene_name",
+     "dataset", "video_path", "video", "source_category", "answer_type"}
 
-`question` is always "Question: ...\\nChoices:\\nA. ...", built by the core's
-`format_question`, and `answer` is always an option letter. Only the paper's eight
-categories are kept (the three relative-direction levels merged); every dropped question
-is counted by reason. The split is by scene, 75/5/20 by default, from a seeded shuffle of
-the sorted scene list, so the same inputs and seed always give the same split and no scene
-is in two splits.
+`question` is always "Question: ...\\nChoices:\\nA. ..." (the core's `format_question`),
+`answer` an option letter (or the number, for numeric questions), `video_path` the video's
+path inside its dataset root (the identity of the video), `video` where it was found
+(`videos.VideoRef` as JSON), `answer_type` "choice" or "numeric".
+
+Scene of a question (the unit of the split): VSI-Bench's `scene_name`; for UrbanVideo-Bench
+the flight the clip was cut from, derived from `video_id` as the reference does
+(`urban_scene_name`), so clips of one flight never land in two splits. The split is
+75/5/20 by scene from a seeded shuffle of the sorted scene names; sizes are the
+reference's (`int(n * 0.75)` train, `int(n * 0.05)` val, the rest test), except that a
+non-empty val share gets at least one scene when at least two scenes remain after train.
+
+Only the paper's eight categories are kept (three relative-direction levels merged);
+`--include-numeric` also keeps VSI-Bench's numeric questions, for evaluating the VSI-Bench
+way. Every dropped question is counted by reason in `summary.json`; a wrong file, a
+missing column or a missing video root is a typed error naming the file and what was
+expected (`embodied_r_training.errors`).
 """
 
 from __future__ import annotations
@@ -32,22 +53,45 @@ import random
 import re
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from fractions import Fraction
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from embodied_r_training.categories import CATEGORIES, canonical_category
+from embodied_r_training.categories import (
+    CATEGORIES,
+    VSI_NUMERIC_TYPES,
+    canonical_category,
+)
+from embodied_r_training.errors import DatasetFileError, MissingColumnError, VideoSourceError
+from embodied_r_training.videos import VideoRef, VideoRoot
 
 Record = dict[str, Any]
 
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 DEFAULT_RATIOS: tuple[float, float, float] = (0.75, 0.05, 0.20)
+VSI_SUBSETS: tuple[str, ...] = ("all", "debiased", "pruned")
+
+# Published columns of each input kind (training/README.md, docs/method.md §6).
+VSI_COLUMNS: tuple[str, ...] = (
+    "id", "dataset", "scene_name", "question_type", "question", "options", "ground_truth",
+)
+VSI_PRUNED_COLUMN = "pruned"
+# The newer revision's list of pruned question ids (one per line), from which its
+# debiased/pruned parquet files are made; used when a file lacks the `pruned` column.
+VSI_PRUNED_IDS = "pruned_ids.txt"
+URBAN_COLUMNS: tuple[str, ...] = ("Question_id", "video_id", "question_category", "question", "answer")
+RECORD_COLUMNS: tuple[str, ...] = URBAN_COLUMNS
+
+# Label used for UrbanVideo clips whose name matches none of the reference's patterns:
+# the reference gives them all the same (empty) scene, so they share one split.
+URBAN_UNMATCHED_SCENE = "UrbanVideo_unmatched"
 
 _LETTER_RE = re.compile(r"^\s*\(?([A-Ha-h])\s*(?:[.):]|$|\s)")
 _OPTION_PREFIX_RE = re.compile(r"^\s*\(?([A-Ha-h])[.):]\s*")
 
 
-# --------------------------------------------------------------------------- helpers
+# --------------------------------------------------------------------------- answers
 def strip_option_prefix(option: str) -> str:
     """'A. left' -> 'left'; a plain text is returned stripped."""
     return _OPTION_PREFIX_RE.sub("", str(option), count=1).strip()
@@ -74,47 +118,192 @@ def answer_letter(answer: Any, choices: Sequence[str]) -> str | None:
     return None
 
 
-_INLINE_OPTION_RE = re.compile(r"(?:^|\s)\(?([A-H])[.)]\s+")
+# --------------------------------------------------------------------------- questions
+# Labels that introduce the options in UrbanVideo-Bench questions ("Choices:", "Options:",
+# and also "Choice:", "Option:", "Choose:", "Please choose:").
+_ANY_CHOICE_LABEL = re.compile(r"(?:\bplease\s+)?\b(?:choices|choice|options|option|choose)\s*:", re.IGNORECASE)
+# An option marker "A." / "A)" / "(A)" at a line start or after white space.
+_OPTION_MARK = re.compile(r"(?:^|(?<=\s))\(?([A-H])[.)]\s+")
 
 
-def _inline_options_to_lines(text: str) -> str:
-    """'... ? A. x B. y C. z' -> the same with each option on its own line, when the
-    options run A, B, C ... in order; otherwise the text is returned unchanged."""
-    marks = list(_INLINE_OPTION_RE.finditer(text))
-    start = next((i for i, m in enumerate(marks) if m.group(1) == "A"), None)
-    if start is None:
-        return text
-    run = [marks[start]]
-    for m in marks[start + 1:]:
-        if ord(m.group(1)) == ord(run[-1].group(1)) + 1:
-            run.append(m)
-    if len(run) < 2:
-        return text
-    head = text[: run[0].start()].rstrip()
-    options = []
-    for i, m in enumerate(run):
-        end = run[i + 1].start() if i + 1 < len(run) else len(text)
-        options.append(f"{m.group(1)}. {text[m.end():end].strip()}")
-    return head + "\nChoices:\n" + "\n".join(options)
+def _option_run(text: str) -> tuple[int, list[str]] | None:
+    """(start, texts) of the first run of options A, B, C ... in `text` (on separate
+    lines or inline on one line); None when no run of at least two options exists."""
+    marks = list(_OPTION_MARK.finditer(text))
+    for first, mark in enumerate(marks):
+        if mark.group(1) != "A":
+            continue
+        run = [mark]
+        for nxt in marks[first + 1:]:
+            if ord(nxt.group(1)) == ord(run[-1].group(1)) + 1:
+                run.append(nxt)
+        if len(run) >= 2:
+            ends = [m.start() for m in run[1:]] + [len(text)]
+            return run[0].start(), [text[m.end():end].strip() for m, end in zip(run, ends)]
+    return None
 
 
 def normalise_question(text: str, choices: Sequence[str] | None = None) -> tuple[str, list[str]]:
     """Canonical question text (core `format_question`) and its choice texts.
 
-    Choices come from `choices` or from the text itself ("Choices:" lines, option lines,
-    or options written inline on one line). Returns (question_text, choice_texts); the
-    list is empty when no choices could be found.
+    Choices come from `choices` or from the text itself: a "Choices:"/"Options:" block
+    (read by the core), the other labels UrbanVideo-Bench uses ("Choice:", "Option:",
+    "Choose:"), option lines without a label, or options written inline on one line.
+    Returns (question_text, choice_texts); the list is empty when no choices are found.
     """
     from embodied_r_ros.core.reasoning_prompts import format_question, parse_choices
 
-    question = format_question(str(text), list(choices) if choices else None)
+    text = str(text)
+    question = format_question(text, list(choices) if choices else None)
     pairs = parse_choices(question)
-    if not pairs and not choices:
-        question = format_question(_inline_options_to_lines(str(text)))
-        pairs = parse_choices(question)
-    return question, [choice for _, choice in pairs]
+    if choices or (len(pairs) >= 2 and "\nChoices:\n" in question):
+        return question, [choice for _, choice in pairs]
+    label = _ANY_CHOICE_LABEL.search(text)
+    region = text[label.end():] if label else text
+    found = _option_run(region)
+    if found is None:
+        return question, []
+    start, options = found
+    stem = (text[: label.start()] + " " + region[:start]) if label else text[:start]
+    question = format_question(stem, options)
+    return question, [choice for _, choice in parse_choices(question)]
 
 
+# --------------------------------------------------------------------------- scenes
+def urban_scene_name(video_id: str) -> str | None:
+    """The flight an UrbanVideo-Bench clip belongs to, by the reference's rule.
+
+    * ``EmbodiedCity...``: the name up to (not including) its second underscore; with a
+      single underscore, the name up to its first dot.
+    * ``AerialVLN...``: the first three underscore-separated fields (up to the third
+      underscore); with exactly two underscores, the name up to its first dot.
+    * ``RealWorld...``: with a single underscore, the name up to its first dot; otherwise
+      ``RealWorld_<n>`` with n the first number that follows an underscore.
+    * Anything else (or a name these rules cannot cut): None.
+    """
+    name = str(video_id)
+    underscores = [i for i, ch in enumerate(name) if ch == "_"]
+    before_dot = name.split(".")[0]
+    if name.startswith("EmbodiedCity"):
+        if len(underscores) >= 2:
+            return name[: underscores[1]]
+        return before_dot if len(underscores) == 1 else None
+    if name.startswith("AerialVLN"):
+        if len(underscores) >= 3:
+            return name[: underscores[2]]
+        return before_dot if len(underscores) == 2 else None
+    if name.startswith("RealWorld"):
+        if len(underscores) == 1:
+            return before_dot
+        number = re.search(r"_(\d+)", name)
+        return f"RealWorld_{number.group(1)}" if number else None
+    return None
+
+
+# --------------------------------------------------------------------------- files in
+def _describe_start(head: bytes) -> str:
+    text = head[:40].decode("utf-8", "replace").replace("\n", "\\n")
+    return repr(text)
+
+
+def read_table(path: str | Path, *, expected: str, flag: str) -> list[dict[str, Any]]:
+    """Rows of a parquet, JSON-list or JSONL file, recognised by content, not by name.
+
+    `expected` says in words what the file should be and `flag` which option passes it;
+    both appear in the `DatasetFileError` raised for a missing, empty, wrong or damaged
+    file (a Git LFS pointer, a zip archive, HTML, a broken JSON line ...).
+    """
+    path = Path(path)
+    where = f"{path} (given with {flag}; expected {expected})"
+    if not path.is_file():
+        raise DatasetFileError(f"{where}: the file does not exist")
+    with open(path, "rb") as handle:
+        head = handle.read(512)
+    if not head.strip():
+        raise DatasetFileError(f"{where}: the file is empty; download it again")
+    if head.startswith(b"version https://git-lfs"):
+        raise DatasetFileError(
+            f"{where}: this is a Git LFS pointer, not the data; fetch the real file "
+            "(`git lfs pull` in the clone, or `huggingface-cli download ... --repo-type dataset`)"
+        )
+    if head.startswith(b"PK\x03\x04"):
+        raise DatasetFileError(
+            f"{where}: this is a zip archive (videos?), not a question table; pass the question "
+            "file here and the folder holding the archives as the video root"
+        )
+    if head.startswith(b"PAR1"):
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises many kinds
+            raise DatasetFileError(f"{where}: unreadable parquet file ({exc}); download it again") from exc
+        return rows
+    if path.suffix.lower() == ".parquet":
+        raise DatasetFileError(
+            f"{where}: the name ends in .parquet but the content is not parquet (it starts with "
+            f"{_describe_start(head)}); download it again or pass the file under its real name"
+        )
+    stripped = head.lstrip()
+    if not stripped[:1] in (b"{", b"["):
+        raise DatasetFileError(
+            f"{where}: not a parquet, JSON or JSON-lines file (it starts with {_describe_start(head)})"
+        )
+    text = path.read_text(encoding="utf-8")
+    rows: list[Any]
+    try:
+        obj = json.loads(text)
+        if isinstance(obj, list):
+            rows = obj
+        elif isinstance(obj, dict) and isinstance(obj.get("records"), list):
+            rows = obj["records"]
+        else:
+            rows = [obj]
+    except ValueError:
+        rows = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise DatasetFileError(f"{where}: line {number} is not valid JSON ({exc})") from exc
+    for number, row in enumerate(rows, 1):
+        if not isinstance(row, dict):
+            raise DatasetFileError(f"{where}: entry {number} is {type(row).__name__}, expected an object")
+    return rows
+
+
+_KNOWN_SCHEMAS: dict[str, tuple[tuple[str, ...], str]] = {
+    "VSI-Bench": (VSI_COLUMNS, "--vsi"),
+    "UrbanVideo-Bench MCQ.parquet": (URBAN_COLUMNS, "--urban (or --records)"),
+}
+
+
+def require_columns(
+    rows: Sequence[Mapping[str, Any]], path: str | Path, columns: Sequence[str], *, expected: str, flag: str
+) -> None:
+    """Raise `MissingColumnError` unless every row has every column (the message names
+    the file, the missing and the present columns, and a flag that would fit better)."""
+    if not rows:
+        raise DatasetFileError(f"{path} (given with {flag}; expected {expected}): the file holds no rows")
+    for number, row in enumerate(rows, 1):
+        missing = [c for c in columns if c not in row]
+        if not missing:
+            continue
+        present = sorted(row)
+        hint = ""
+        for name, (other, other_flag) in _KNOWN_SCHEMAS.items():
+            if other != tuple(columns) and set(other) <= set(row):
+                hint = f"; it looks like {name}: pass it with {other_flag}"
+        where = "" if number == 1 else f" (row {number})"
+        raise MissingColumnError(
+            f"{path} (given with {flag}; expected {expected}){where} lacks column(s) {missing}; "
+            f"it has {present}{hint}"
+        )
+
+
+# --------------------------------------------------------------------------- records
 def _make_record(
     *,
     question_id: str,
@@ -128,7 +317,7 @@ def _make_record(
     video_path: str,
     drops: Counter,
 ) -> Record | None:
-    """Build one normalised record, or count why it was dropped and return None."""
+    """Build one multiple-choice record, or count why it was dropped and return None."""
     from embodied_r_ros.core.errors import InvalidRequestError
 
     category = canonical_category(source_category)
@@ -157,11 +346,38 @@ def _make_record(
         "dataset": str(dataset),
         "video_path": str(video_path),
         "source_category": str(source_category),
+        "answer_type": "choice",
+    }
+
+
+def _numeric_record(row: Mapping[str, Any], drops: Counter) -> Record | None:
+    """A VSI-Bench numeric question (no options; the answer is a number)."""
+    from embodied_r_ros.core.errors import InvalidRequestError
+    from embodied_r_ros.core.reasoning_prompts import format_question
+
+    answer = str(row["ground_truth"]).strip()
+    try:
+        float(answer)
+        question = format_question(str(row["question"]))
+    except (TypeError, ValueError, InvalidRequestError):
+        drops["bad_numeric_question"] += 1
+        return None
+    return {
+        "Question_id": f"vsi_{row['id']}",
+        "video_id": f"{row['scene_name']}.mp4",
+        "question_category": str(row["question_type"]),
+        "question": question,
+        "answer": answer,
+        "scene_name": str(row["scene_name"]),
+        "dataset": str(row["dataset"]),
+        "video_path": f"{row['dataset']}/{row['scene_name']}.mp4",
+        "source_category": str(row["question_type"]),
+        "answer_type": "numeric",
     }
 
 
 def _as_list(value: Any) -> list[str]:
-    """Options column -> list of strings (parquet gives numpy arrays or lists)."""
+    """Options column -> list of strings (lists, numpy arrays, JSON strings; None -> [])."""
     if value is None:
         return []
     if isinstance(value, str):
@@ -175,44 +391,117 @@ def _as_list(value: Any) -> list[str]:
     return [str(v) for v in list(value)]
 
 
-# --------------------------------------------------------------------------- loaders
-def load_vsi(path: str | Path, drops: Counter) -> list[Record]:
-    """Read a VSI-Bench parquet file into records (unused categories dropped)."""
-    import pandas as pd
+def _pruned_flag(value: Any, path: Path, number: int) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise DatasetFileError(
+        f"{path}: row {number} has pruned={value!r}; the column must be boolean (True = removed "
+        "by VSI-Bench's debiasing)"
+    )
 
-    frame = pd.read_parquet(path)
+
+def _attach_video(
+    record: Record, root: VideoRoot | None, candidates: Sequence[str | None], drops: Counter
+) -> Record | None:
+    """Set `video` (and the found `video_path`) from the root, or count a missing video."""
+    if root is None:
+        return record
+    ref = root.find(*candidates)
+    if ref is None:
+        drops["missing_video"] += 1
+        return None
+    record["video"] = ref.to_json()
+    if ref.member is not None:
+        record["video_path"] = str(PurePosixPath(ref.member.replace("\\", "/")))
+    elif root.folder is not None:
+        try:
+            record["video_path"] = Path(ref.file).relative_to(root.folder).as_posix()
+        except ValueError:
+            pass
+    return record
+
+
+def load_vsi(
+    path: str | Path,
+    drops: Counter,
+    *,
+    subset: str = "all",
+    include_numeric: bool = False,
+    root: VideoRoot | None = None,
+) -> list[Record]:
+    """Read a VSI-Bench question file (parquet or JSONL) into records."""
+    if subset not in VSI_SUBSETS:
+        raise ValueError(f"subset must be one of {VSI_SUBSETS}, got {subset!r}")
+    path = Path(path)
+    expected = "VSI-Bench test-00000-of-00001.parquet, test.jsonl, test_debiased.parquet or test_pruned.parquet"
+    rows = read_table(path, expected=expected, flag="--vsi")
+    require_columns(rows, path, VSI_COLUMNS, expected=expected, flag="--vsi")
+    if subset != "all" and any(VSI_PRUNED_COLUMN not in r for r in rows):
+        ids_file = path.parent / VSI_PRUNED_IDS
+        if not ids_file.is_file():
+            raise MissingColumnError(
+                f"{path} has no '{VSI_PRUNED_COLUMN}' column and there is no {VSI_PRUNED_IDS} beside it, so "
+                f"--vsi-subset {subset} cannot be applied; use the newer VSI-Bench revision's test.jsonl "
+                f"(with {VSI_PRUNED_IDS}) or test_debiased.parquet / test_pruned.parquet, or --vsi-subset all"
+            )
+        pruned_ids = {line.strip() for line in ids_file.read_text(encoding="utf-8").splitlines() if line.strip()}
+        rows = [dict(r, **{VSI_PRUNED_COLUMN: str(r["id"]) in pruned_ids}) if VSI_PRUNED_COLUMN not in r else r
+                for r in rows]
     records = []
-    for row in frame.to_dict(orient="records"):
-        options = _as_list(row.get("options"))
-        record = _make_record(
-            question_id=f"vsi_{row['id']}",
-            video_id=f"{row['scene_name']}.mp4",
-            source_category=str(row["question_type"]),
-            question=str(row["question"]),
-            choices=[strip_option_prefix(o) for o in options] or None,
-            answer=row.get("ground_truth"),
-            scene_name=str(row["scene_name"]),
-            dataset=str(row["dataset"]),
-            video_path=f"{row['dataset']}/{row['scene_name']}.mp4",
-            drops=drops,
-        )
+    for number, row in enumerate(rows, 1):
+        if subset != "all":
+            pruned = _pruned_flag(row[VSI_PRUNED_COLUMN], path, number)
+            if pruned != (subset == "pruned"):
+                drops[f"not_in_subset:{subset}"] += 1
+                continue
+        qtype = str(row["question_type"])
+        if qtype in VSI_NUMERIC_TYPES or row.get("options") is None:
+            if not include_numeric or qtype not in VSI_NUMERIC_TYPES:
+                drops[f"category:{qtype}"] += 1
+                continue
+            record = _numeric_record(row, drops)
+        else:
+            options = _as_list(row.get("options"))
+            record = _make_record(
+                question_id=f"vsi_{row['id']}",
+                video_id=f"{row['scene_name']}.mp4",
+                source_category=qtype,
+                question=str(row["question"]),
+                choices=[strip_option_prefix(o) for o in options] or None,
+                answer=row.get("ground_truth"),
+                scene_name=str(row["scene_name"]),
+                dataset=str(row["dataset"]),
+                video_path=f"{row['dataset']}/{row['scene_name']}.mp4",
+                drops=drops,
+            )
+        if record is not None:
+            record = _attach_video(record, root, [record["video_path"]], drops)
         if record is not None:
             records.append(record)
     return records
 
 
-def load_urban(path: str | Path, drops: Counter, video_dir: str = "") -> list[Record]:
-    """Read an UrbanVideo-Bench MCQ parquet file into records.
-
-    Each drone video is its own scene (the benchmark gives no finer scene id).
-    `video_dir` is prefixed to `video_id` to form the path under the video root.
-    """
-    import pandas as pd
-
-    frame = pd.read_parquet(path)
+def load_urban(
+    path: str | Path, drops: Counter, *, root: VideoRoot | None = None, notes: Counter | None = None
+) -> list[Record]:
+    """Read UrbanVideo-Bench's MCQ.parquet into records; scenes are flights
+    (`urban_scene_name`)."""
+    path = Path(path)
+    expected = "UrbanVideo-Bench MCQ.parquet"
+    rows = read_table(path, expected=expected, flag="--urban")
+    require_columns(rows, path, URBAN_COLUMNS, expected=expected, flag="--urban")
+    notes = notes if notes is not None else Counter()
     records = []
-    for row in frame.to_dict(orient="records"):
+    for row in rows:
         video_id = str(row["video_id"])
+        scene = urban_scene_name(video_id)
+        if scene is None:
+            notes["urban_scene_unmatched"] += 1
+            scene = URBAN_UNMATCHED_SCENE
         record = _make_record(
             question_id=f"urban_{row['Question_id']}",
             video_id=video_id,
@@ -220,38 +509,31 @@ def load_urban(path: str | Path, drops: Counter, video_dir: str = "") -> list[Re
             question=str(row["question"]),
             choices=None,
             answer=row.get("answer"),
-            scene_name=Path(video_id).stem,
+            scene_name=scene,
             dataset="urbanvideo",
-            video_path=str(Path(video_dir) / video_id) if video_dir else video_id,
+            video_path=video_id,
             drops=drops,
         )
+        if record is not None:
+            record = _attach_video(record, root, [video_id], drops)
         if record is not None:
             records.append(record)
     return records
 
 
-def read_json_records(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSON list, of a JSON object with a "records" list, or of a JSONL file."""
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    if isinstance(obj, list):
-        return obj
-    if isinstance(obj, dict) and isinstance(obj.get("records"), list):
-        return obj["records"]
-    return [obj]
-
-
-def load_records(path: str | Path, drops: Counter) -> list[Record]:
-    """Read records already in the project format (Question_id, video_id,
-    question_category, question, answer[, scene_name, dataset, video_path])."""
+def load_records(path: str | Path, drops: Counter, *, root: VideoRoot | None = None) -> list[Record]:
+    """Read questions in the dataset's record format (a JSON list or JSONL)."""
+    path = Path(path)
+    expected = "question records (Question_id, video_id, question_category, question, answer)"
+    rows = read_table(path, expected=expected, flag="--records")
+    require_columns(rows, path, RECORD_COLUMNS, expected=expected, flag="--records")
     records = []
-    for row in read_json_records(path):
+    for row in rows:
         video_id = str(row["video_id"])
-        scene = str(row.get("scene_name") or Path(video_id).stem)
-        dataset = str(row.get("dataset") or "records")
+        urban_scene = urban_scene_name(video_id)
+        scene = str(row.get("scene_name") or urban_scene or Path(video_id).stem)
+        dataset = str(row.get("dataset") or ("urbanvideo" if urban_scene else "records"))
+        nested = f"{row['dataset']}/{video_id}" if row.get("dataset") else None
         record = _make_record(
             question_id=str(row["Question_id"]),
             video_id=video_id,
@@ -261,21 +543,43 @@ def load_records(path: str | Path, drops: Counter) -> list[Record]:
             answer=row.get("answer"),
             scene_name=scene,
             dataset=dataset,
-            video_path=str(row.get("video_path") or video_id),
+            video_path=str(row.get("video_path") or nested or video_id),
             drops=drops,
         )
+        if record is not None:
+            candidates = [row.get("video_path"), row.get("videos"), nested, video_id]
+            record = _attach_video(record, root, [str(c) for c in candidates if c], drops)
         if record is not None:
             records.append(record)
     return records
 
 
+def read_json_records(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a JSON list, of a JSON object with a "records" list, or of a JSONL file."""
+    return read_table(path, expected="JSON records", flag="--records")
+
+
 # --------------------------------------------------------------------------- split
 def scene_key(record: Record) -> str:
-    """The unit of the split. Benchmark scene names are unique across their source
-    datasets (ScanNet, ARKitScenes, ScanNet++ ids; one drone clip per UrbanVideo scene),
-    so the bare scene name is used: a question given both as a record and in a parquet
-    file lands in the same split."""
+    """The unit of the split: the scene name (VSI-Bench scene ids are unique across its
+    three source datasets; UrbanVideo scenes are flights)."""
     return str(record["scene_name"])
+
+
+def split_sizes(n_scenes: int, ratios: Sequence[float] = DEFAULT_RATIOS) -> tuple[int, int, int]:
+    """(train, val, test) scene counts: floor of the train and val shares, test the rest
+    (the reference's arithmetic, done exactly with fractions); a non-empty val share gets
+    at least one scene when two or more scenes remain after train."""
+    if len(ratios) != 3 or any(r < 0 for r in ratios) or sum(ratios) <= 0:
+        raise ValueError(f"ratios must be three non-negative numbers, got {list(ratios)}")
+    parts = [Fraction(str(r)) for r in ratios]
+    total = sum(parts)
+    n_train = int(n_scenes * parts[0] / total)
+    n_val = int(n_scenes * parts[1] / total)
+    if parts[1] > 0 and n_val == 0 and n_scenes - n_train >= 2:
+        n_val = 1
+    n_val = min(n_val, n_scenes - n_train)
+    return n_train, n_val, n_scenes - n_train - n_val
 
 
 def split_by_scene(
@@ -284,18 +588,10 @@ def split_by_scene(
     ratios: Sequence[float] = DEFAULT_RATIOS,
 ) -> dict[str, list[Record]]:
     """Assign whole scenes to train/val/test with a seeded shuffle of the sorted scenes.
-
-    Scene counts are rounded; test takes the remainder. Records keep their input order
-    within a split.
-    """
-    if len(ratios) != 3 or any(r < 0 for r in ratios) or sum(ratios) <= 0:
-        raise ValueError(f"ratios must be three non-negative numbers, got {ratios}")
-    total = float(sum(ratios))
+    Records keep their input order within a split."""
     scenes = sorted({scene_key(r) for r in records})
+    n_train, n_val, _ = split_sizes(len(scenes), ratios)
     random.Random(seed).shuffle(scenes)
-    n_train = round(len(scenes) * ratios[0] / total)
-    n_val = round(len(scenes) * ratios[1] / total)
-    n_val = min(n_val, len(scenes) - n_train)
     which: dict[str, str] = {}
     for i, scene in enumerate(scenes):
         which[scene] = "train" if i < n_train else "val" if i < n_train + n_val else "test"
@@ -316,7 +612,7 @@ def dedupe_ids(records: Iterable[Record], drops: Counter) -> Iterator[Record]:
         yield record
 
 
-# --------------------------------------------------------------------------- files
+# --------------------------------------------------------------------------- files out
 def write_jsonl_atomic(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     """Write rows as JSONL through a temporary file and a rename; returns the count."""
     path = Path(path)
@@ -358,42 +654,82 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
+# --------------------------------------------------------------------------- prepare
+def _video_root(
+    given: str | Path | None, default: Path, *, label: str, flag: str, check: bool
+) -> VideoRoot | None:
+    """The dataset's video root (given, or the published place), or None unchecked."""
+    if not check:
+        return None
+    root = VideoRoot(given if given is not None else default, label=label, flag=flag)
+    if root.count() == 0:
+        raise VideoSourceError(
+            f"{label} video root {root.path} holds no videos (no video files and no zip archive "
+            f"with videos); set {flag} to the folder with the videos, or pass --no-video-check "
+            "to prepare the questions alone"
+        )
+    return root
+
+
 def prepare(
     *,
     vsi: Sequence[str | Path] = (),
     urban: Sequence[str | Path] = (),
     records: Sequence[str | Path] = (),
-    video_root: str | Path | None = None,
     out: str | Path,
+    vsi_video_root: str | Path | None = None,
+    urban_video_root: str | Path | None = None,
+    records_video_root: str | Path | None = None,
+    vsi_subset: str = "all",
+    include_numeric: bool = False,
+    check_videos: bool = True,
     seed: int = 0,
     ratios: Sequence[float] = DEFAULT_RATIOS,
-    urban_video_dir: str = "",
-    require_videos: bool = False,
 ) -> dict[str, Any]:
-    """Load, filter, split and write `<out>/{train,val,test}.jsonl` and `summary.json`.
+    """Load, filter, locate videos, split and write `<out>/{train,val,test}.jsonl` and
+    `summary.json`; returns the summary.
 
-    With `require_videos`, questions whose video file is missing under `video_root`
-    are dropped (counted as "missing_video"). Returns the summary.
+    Video roots default to where the downloads put them: the VSI-Bench file's folder (its
+    zips or extracted `<dataset>/` folders), `videos/` beside MCQ.parquet, and the records
+    file's folder. With `check_videos` (default) a question whose video is not found is
+    dropped and counted as `missing_video`; without it no `video` field is written (then
+    `cache-perception --video-root` must say where the videos are).
     """
     drops: Counter = Counter()
+    notes: Counter = Counter()
     loaded: list[Record] = []
+    inputs: list[dict[str, Any]] = []
+    roots: dict[str, str | None] = {}
+
+    def account(kind: str, path: str | Path, before_drops: int, got: list[Record]) -> None:
+        inputs.append({"kind": kind, "file": str(path), "kept": len(got),
+                       "dropped": int(sum(drops.values())) - before_drops})
+
     for path in vsi:
-        loaded += load_vsi(path, drops)
+        root = _video_root(vsi_video_root, Path(path).resolve().parent, label="VSI-Bench",
+                           flag="--vsi-video-root", check=check_videos)
+        roots["vsi"] = str(root.path) if root else None
+        before = int(sum(drops.values()))
+        got = load_vsi(path, drops, subset=vsi_subset, include_numeric=include_numeric, root=root)
+        account("vsi", path, before, got)
+        loaded += got
     for path in urban:
-        loaded += load_urban(path, drops, urban_video_dir)
+        root = _video_root(urban_video_root, Path(path).resolve().parent / "videos", label="UrbanVideo-Bench",
+                           flag="--urban-video-root", check=check_videos)
+        roots["urban"] = str(root.path) if root else None
+        before = int(sum(drops.values()))
+        got = load_urban(path, drops, root=root, notes=notes)
+        account("urban", path, before, got)
+        loaded += got
     for path in records:
-        loaded += load_records(path, drops)
+        root = _video_root(records_video_root, Path(path).resolve().parent, label="records",
+                           flag="--records-video-root", check=check_videos)
+        roots["records"] = str(root.path) if root else None
+        before = int(sum(drops.values()))
+        got = load_records(path, drops, root=root)
+        account("records", path, before, got)
+        loaded += got
     kept = list(dedupe_ids(loaded, drops))
-    if require_videos:
-        if video_root is None:
-            raise ValueError("require_videos needs a video_root")
-        present = []
-        for record in kept:
-            if (Path(video_root) / record["video_path"]).is_file():
-                present.append(record)
-            else:
-                drops["missing_video"] += 1
-        kept = present
     splits = split_by_scene(kept, seed=seed, ratios=ratios)
     out = Path(out)
     per_split: dict[str, Any] = {}
@@ -403,16 +739,21 @@ def prepare(
         per_split[name] = {
             "questions": len(rows),
             "scenes": len({scene_key(r) for r in rows}),
-            "videos": len({(r["dataset"], r["video_path"]) for r in rows}),
+            "videos": len({r["video_path"] for r in rows}),
             "per_category": {c: per_category.get(c, 0) for c in CATEGORIES},
+            "numeric": sum(1 for r in rows if r.get("answer_type") == "numeric"),
         }
     summary = {
         "seed": seed,
         "ratios": list(ratios),
+        "vsi_subset": vsi_subset,
+        "include_numeric": include_numeric,
+        "inputs": inputs,
+        "video_roots": roots,
         "kept": len(kept),
         "dropped": dict(sorted(drops.items())),
         "dropped_total": int(sum(drops.values())),
-        "video_root": str(video_root) if video_root is not None else None,
+        "notes": dict(sorted(notes.items())),
         "splits": per_split,
     }
     write_json_atomic(out / "summary.json", summary)
@@ -427,39 +768,72 @@ def group_by_video(records: Sequence[Record]) -> dict[str, list[Record]]:
     return dict(groups)
 
 
+def record_video(record: Mapping[str, Any], video_root: str | Path | None = None) -> VideoRef:
+    """Where a record's video is: `video_root / video_path` when a root is given,
+    else the `video` field written by `prepare`."""
+    if video_root is not None:
+        return VideoRef(str(Path(video_root) / str(record["video_path"])))
+    if record.get("video") is None:
+        raise VideoSourceError(
+            f"question {record.get('Question_id')}: the record has no 'video' field (prepared with "
+            "--no-video-check?); give --video-root, or prepare again with the video roots"
+        )
+    return VideoRef.from_json(record["video"])
+
+
 # --------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="embodied-r-train prepare",
-        description="Keep the paper's 8 categories and split VSI-Bench / UrbanVideo-Bench "
-        "questions by scene into train/val/test JSONL files.",
+        description="Keep the paper's 8 categories of VSI-Bench / UrbanVideo-Bench (files as "
+        "published), find every question's video, and split by scene into train/val/test JSONL.",
     )
-    parser.add_argument("--vsi", action="append", default=[], help="VSI-Bench parquet (repeatable)")
-    parser.add_argument("--urban", action="append", default=[], help="UrbanVideo-Bench MCQ parquet (repeatable)")
-    parser.add_argument("--records", action="append", default=[], help="records JSON/JSONL in the project format (repeatable)")
-    parser.add_argument("--video-root", default=None, help="folder the video paths are relative to")
-    parser.add_argument("--urban-video-dir", default="", help="sub-folder of the video root holding the UrbanVideo-Bench videos")
-    parser.add_argument("--require-videos", action="store_true", help="drop questions whose video file is missing")
+    parser.add_argument("--vsi", action="append", default=[],
+                        help="VSI-Bench question file: test-00000-of-00001.parquet, test.jsonl, "
+                        "test_debiased.parquet or test_pruned.parquet (repeatable)")
+    parser.add_argument("--vsi-subset", choices=VSI_SUBSETS, default="all",
+                        help="all rows (default, as the paper), only 'debiased' rows (pruned False) "
+                        "or only 'pruned' rows; needs the newer files' 'pruned' column")
+    parser.add_argument("--vsi-video-root", default=None,
+                        help="folder with arkitscenes.zip / scannet.zip / scannetpp.zip or the extracted "
+                        "<dataset>/<scene_name>.mp4 tree (default: the --vsi file's folder)")
+    parser.add_argument("--urban", action="append", default=[], help="UrbanVideo-Bench MCQ.parquet (repeatable)")
+    parser.add_argument("--urban-video-root", default=None,
+                        help="folder holding <video_id> files (default: videos/ beside MCQ.parquet)")
+    parser.add_argument("--records", action="append", default=[],
+                        help="questions in the record format, JSON list or JSONL (repeatable)")
+    parser.add_argument("--records-video-root", default=None,
+                        help="where the records' videos are, folder or zips (default: the records file's folder)")
+    parser.add_argument("--include-numeric", action="store_true",
+                        help="also keep VSI-Bench's numeric questions (counting, sizes, distances) for "
+                        "VSI-Bench-style evaluation; training skips them")
+    parser.add_argument("--no-video-check", action="store_true",
+                        help="do not look for the videos (records get no 'video' field)")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--ratios", type=float, nargs=3, default=list(DEFAULT_RATIOS), metavar=("TRAIN", "VAL", "TEST"))
+    parser.add_argument("--seed", type=int, default=0, help="seed of the scene shuffle")
+    parser.add_argument("--ratios", type=float, nargs=3, default=list(DEFAULT_RATIOS),
+                        metavar=("TRAIN", "VAL", "TEST"), help="scene shares (default 0.75 0.05 0.20)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if not (args.vsi or args.urban or args.records):
-        build_parser().error("give at least one of --vsi, --urban, --records")
+        parser.error("give at least one of --vsi, --urban, --records")
     summary = prepare(
         vsi=args.vsi,
         urban=args.urban,
         records=args.records,
-        video_root=args.video_root,
         out=args.out,
+        vsi_video_root=args.vsi_video_root,
+        urban_video_root=args.urban_video_root,
+        records_video_root=args.records_video_root,
+        vsi_subset=args.vsi_subset,
+        include_numeric=args.include_numeric,
+        check_videos=not args.no_video_check,
         seed=args.seed,
         ratios=args.ratios,
-        urban_video_dir=args.urban_video_dir,
-        require_videos=args.require_videos,
     )
     print(json.dumps(summary, indent=2))
     return 0

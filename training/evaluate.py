@@ -15,8 +15,18 @@ core rewards, so "correct" and "well formed" mean the same here as in training:
 * completion length: mean tokens when a tokenizer is available (the evaluated model's,
   or `--tokenizer`), otherwise mean whitespace-separated words; the unit is written out.
 
-Outputs in `--out`: `predictions.jsonl`, `metrics.json` and `results.md` (a table laid out
-like the paper's, with the paper's rows beside ours).
+Two ways of summarising the same predictions:
+
+* the paper's table (docs/method.md §7): the eight categories, the three relative-direction
+  levels pooled into one, "avg" over all questions;
+* VSI-Bench's own way, for the VSI-Bench questions: accuracy per question type, the
+  relative-direction score the mean of its three levels' accuracies (easy, medium,
+  hard), numeric questions (kept with `prepare --include-numeric`) scored by mean
+  relative accuracy (`mean_relative_accuracy`), and the overall score the mean over the
+  task scores present.
+
+Outputs in `--out`: `predictions.jsonl`, `metrics.json` and `results.md` (both tables, the
+paper's with the paper's rows beside ours).
 
     embodied-r-train evaluate --config training/configs/eval_tiny.yaml \\
         --records artifacts/toy/cache/test.on_query.jsonl --out artifacts/eval_tiny
@@ -28,12 +38,22 @@ import argparse
 import json
 import logging
 import os
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from embodied_r_training.categories import CATEGORIES, CATEGORY_TITLES, PAPER_CONSISTENCY, PAPER_RESULTS
+from embodied_r_training.categories import (
+    CATEGORIES,
+    CATEGORY_TITLES,
+    PAPER_CONSISTENCY,
+    PAPER_RESULTS,
+    VSI_CHOICE_TYPES,
+    VSI_DIRECTION_LEVELS,
+    VSI_NUMERIC_TYPES,
+    VSI_TYPE_TITLES,
+)
 from embodied_r_training.data import read_jsonl, write_json_atomic, write_jsonl_atomic
 
 log = logging.getLogger("embodied_r_training.evaluate")
@@ -46,6 +66,63 @@ def completion_length(texts: Sequence[str], tokenizer: Any = None) -> tuple[list
     return [len(t.split()) for t in texts], "words"
 
 
+# VSI-Bench's mean relative accuracy: confidence thresholds 0.50, 0.55, ..., 0.95 (ten
+# values, computed as VSI-Bench's evaluation code does, with numpy's linspace).
+MRA_THRESHOLDS: tuple[float, ...] = tuple(float(t) for t in __import__("numpy").linspace(0.5, 0.95, 10))
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)")
+# VSI-Bench's task order (its own results table).
+VSI_TASKS: tuple[str, ...] = (*VSI_NUMERIC_TYPES, "object_rel_distance", "object_rel_direction",
+                              "route_planning", "obj_appearance_order")
+
+
+def mean_relative_accuracy(prediction: float | None, target: float) -> float:
+    """VSI-Bench's score for a numeric answer: the share of thresholds t in 0.50, 0.55,
+    ..., 0.95 for which the relative error |prediction - target| / target is at most
+    1 - t. No prediction (unparseable answer) scores 0, as in VSI-Bench."""
+    if prediction is None or target == 0:
+        return 0.0
+    error = abs(prediction - target) / target
+    return sum(1 for t in MRA_THRESHOLDS if error <= 1 - t) / len(MRA_THRESHOLDS)
+
+
+def numeric_prediction(answer_text: str) -> float | None:
+    """The first number in an answer text ("3", "about 12.5 m", "3."), or None."""
+    match = _NUMBER.search(answer_text or "")
+    return float(match.group(0)) if match else None
+
+
+def vsi_bench_scores(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """VSI-Bench's own summary of scored rows (those whose `source_category` is a
+    VSI-Bench question type); None when there are none.
+
+    Each row needs `source_category` and `score` (1/0 for choice questions, MRA for
+    numeric ones). Returns per-type scores (%), the relative-direction score as the mean
+    of the levels present, the task scores in VSI-Bench's order and their mean.
+    """
+    per_type: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        qtype = row.get("source_category")
+        if qtype in VSI_CHOICE_TYPES or qtype in VSI_NUMERIC_TYPES:
+            per_type[str(qtype)].append(float(row["score"]))
+    if not per_type:
+        return None
+    type_scores = {t: 100.0 * sum(v) / len(v) for t, v in per_type.items()}
+    tasks: dict[str, float] = {}
+    for task in VSI_TASKS:
+        if task == "object_rel_direction":
+            levels = [type_scores[t] for t in VSI_DIRECTION_LEVELS if t in type_scores]
+            if levels:
+                tasks[task] = sum(levels) / len(levels)
+        elif task in type_scores:
+            tasks[task] = type_scores[task]
+    return {
+        "overall": sum(tasks.values()) / len(tasks),
+        "tasks": tasks,
+        "per_type": {t: type_scores[t] for t in (*VSI_NUMERIC_TYPES, *VSI_CHOICE_TYPES) if t in type_scores},
+        "count": {t: len(per_type[t]) for t in (*VSI_NUMERIC_TYPES, *VSI_CHOICE_TYPES) if t in per_type},
+    }
+
+
 def score(
     records: Sequence[Mapping[str, Any]],
     completions: Sequence[str],
@@ -53,53 +130,82 @@ def score(
     consistency: Any = None,
     tokenizer: Any = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Metrics and per-question rows for model outputs on cached records."""
+    """Metrics and per-question rows for model outputs on cached records.
+
+    Choice questions are scored by the core accuracy reward; numeric questions
+    (`answer_type` "numeric") by mean relative accuracy of the first number in the answer
+    block. The paper's table uses the choice questions of its eight categories; the
+    VSI-Bench summary uses every VSI-Bench question.
+    """
     from embodied_r_ros.core.answer_parser import parse_reasoning_output
     from embodied_r_ros.core.reasoning_prompts import parse_choices
     from embodied_r_ros.core.rewards import accuracy_reward, format_reward
 
-    solutions = [r["solution"] for r in records]
-    questions = [r["question"] for r in records]
-    correct = accuracy_reward(list(completions), solution=solutions, question=questions)
-    formatted = format_reward(list(completions))
-    consistent: list[float | None] = [None] * len(records)
+    completions = list(completions)
+    is_numeric = [r.get("answer_type") == "numeric" for r in records]
+    choice_idx = [i for i, numeric in enumerate(is_numeric) if not numeric]
+    solutions = [records[i]["solution"] for i in choice_idx]
+    questions = [records[i]["question"] for i in choice_idx]
+    choice_completions = [completions[i] for i in choice_idx]
+    correct_choice = accuracy_reward(choice_completions, solution=solutions, question=questions)
+    consistent_choice: list[float | None] = [None] * len(choice_idx)
     if consistency is not None:
-        consistent = list(consistency(list(completions), solution=solutions, question=questions))
+        consistent_choice = list(consistency(choice_completions, solution=solutions, question=questions))
+    correct: list[float] = [0.0] * len(records)
+    consistent: list[float | None] = [None] * len(records)
+    for j, i in enumerate(choice_idx):
+        correct[i] = correct_choice[j]
+        consistent[i] = consistent_choice[j]
+    formatted = format_reward(completions)
     lengths, unit = completion_length(completions, tokenizer)
 
     rows = []
     per_cat: dict[str, list[float]] = defaultdict(list)
     for i, record in enumerate(records):
         letters = "".join(letter for letter, _ in parse_choices(record["question"])) or "ABCDEFGH"
-        parsed = parse_reasoning_output(completions[i], valid_letters=letters)
-        per_cat[record["question_category"]].append(correct[i])
-        rows.append({
+        parsed = parse_reasoning_output(completions[i], valid_letters="" if is_numeric[i] else letters)
+        row = {
             "Question_id": record.get("Question_id"),
             "question_category": record["question_category"],
+            "source_category": record.get("source_category", record["question_category"]),
+            "answer_type": "numeric" if is_numeric[i] else "choice",
             "solution": record["solution"],
             "letter": parsed.letter,
-            "correct": bool(correct[i]),
             "well_formed": bool(formatted[i]),
             "consistent": None if consistent[i] is None else bool(consistent[i]),
             "length": lengths[i],
             "completion": completions[i],
-        })
-    n = len(records)
+        }
+        if is_numeric[i]:
+            value = numeric_prediction(parsed.answer)
+            row["prediction"] = value
+            row["score"] = mean_relative_accuracy(value, float(record["solution"]))
+            row["correct"] = None
+        else:
+            row["score"] = correct[i]
+            row["correct"] = bool(correct[i])
+            per_cat[record["question_category"]].append(correct[i])
+        rows.append(row)
+    n = len(choice_idx)
     accuracy = {c: 100.0 * sum(v) / len(v) for c, v in per_cat.items()}
     n_correct = int(sum(correct))
     metrics: dict[str, Any] = {
         "n": n,
+        "n_numeric": len(records) - n,
         "accuracy_avg": 100.0 * n_correct / n if n else 0.0,
         "macro_avg": sum(accuracy.values()) / len(accuracy) if accuracy else 0.0,
         "accuracy": {c: accuracy[c] for c in CATEGORIES if c in accuracy},
         "count": {c: len(per_cat[c]) for c in CATEGORIES if c in per_cat},
-        "format_rate": 100.0 * sum(formatted) / n if n else 0.0,
-        "mean_completion_length": sum(lengths) / n if n else 0.0,
+        "format_rate": 100.0 * sum(formatted) / len(records) if records else 0.0,
+        "mean_completion_length": sum(lengths) / len(records) if records else 0.0,
         "length_unit": unit,
     }
     extra = sorted(set(per_cat) - set(CATEGORIES))
     if extra:
         metrics["other_categories"] = {c: accuracy[c] for c in extra}
+    vsi = vsi_bench_scores(rows)
+    if vsi is not None:
+        metrics["vsi_bench"] = vsi
     if consistency is not None:
         n_consistent = int(sum(1 for v in consistent if v))
         metrics["consistency"] = {
@@ -111,8 +217,31 @@ def score(
     return metrics, rows
 
 
+def vsi_markdown(vsi: Mapping[str, Any], name: str) -> list[str]:
+    """VSI-Bench's own table (its task order; '-' for tasks without questions)."""
+    head = "| method | avg | " + " | ".join(VSI_TYPE_TITLES[t] for t in VSI_TASKS) + " |"
+    cells = [f"{vsi['overall']:.1f}"] + [
+        f"{vsi['tasks'][t]:.1f}" if t in vsi["tasks"] else "-" for t in VSI_TASKS]
+    counts = vsi["count"]
+    n_task = [sum(counts.get(t, 0) for t in VSI_DIRECTION_LEVELS) if t == "object_rel_direction"
+              else counts.get(t, 0) for t in VSI_TASKS]
+    levels = ", ".join(f"{t.rsplit('_', 1)[1]} {vsi['per_type'][t]:.1f}" for t in VSI_DIRECTION_LEVELS
+                       if t in vsi["per_type"])
+    return [
+        head,
+        "|" + "---|" * (len(VSI_TASKS) + 2),
+        f"| **{name} (ours)** | " + " | ".join(cells) + " |",
+        f"| questions (ours) | {sum(counts.values())} | " + " | ".join(str(c) for c in n_task) + " |",
+        "",
+        "- VSI-Bench's way: rel. direction = mean of its levels' accuracies"
+        + (f" ({levels})" if levels else "")
+        + "; numeric tasks = mean relative accuracy (thresholds 0.50 .. 0.95); avg = mean of the task scores shown",
+    ]
+
+
 def results_markdown(metrics: Mapping[str, Any], name: str) -> str:
-    """The paper's accuracy table (FACTS §7) with our row added, plus our other numbers."""
+    """The paper's accuracy table (docs/method.md §7) with our row added, our other
+    numbers, and the VSI-Bench-style table when VSI-Bench questions were scored."""
     cols = ["avg", *CATEGORIES]
     head = "| method | " + " | ".join(["avg"] + [CATEGORY_TITLES[c] for c in CATEGORIES]) + " |"
     lines = [head, "|" + "---|" * (len(cols) + 1)]
@@ -146,6 +275,8 @@ def results_markdown(metrics: Mapping[str, Any], name: str) -> str:
         )
     else:
         lines.append("- think-answer consistency: not measured (no consistency_model given)")
+    if metrics.get("vsi_bench"):
+        lines += ["", "VSI-Bench questions scored the VSI-Bench way:", ""] + vsi_markdown(metrics["vsi_bench"], name)
     return "\n".join(lines) + "\n"
 
 

@@ -5,7 +5,13 @@
 
 The trainer reads cached records (from `cache-perception`): `prompt` (the chat messages
 built by the core's `build_reasoning_messages`), `solution` (the answer letter) and
-`question` (question + choices, used by the consistency reward). Rewards come from the
+`question` (question + choices, used by the consistency reward). Numeric questions
+(`prepare --include-numeric`) are left out of training and counted. With `data.eval`
+(the 5% validation split) and `grpo.eval_strategy: steps`, TRL samples completions for
+every validation question every `eval_steps` and logs their rewards as `eval_*` entries
+(the reference evaluates its validation set every 100 steps the same way); `plots`
+draws them beside the training curves. `model.language_model_of_vlm` trains the language
+model of a Qwen2.5-VL checkpoint (see `policy`). Rewards come from the
 core through `reward_funcs`; their weights follow the configured schedule through
 `RewardScheduleCallback` (see `schedule`). Multi-GPU / multi-node runs go through
 `accelerate launch` with the configs under training/configs/ (DeepSpeed ZeRO-3), and
@@ -28,6 +34,7 @@ from typing import Any
 
 from embodied_r_training.config import load_config
 from embodied_r_training.data import read_jsonl, write_json_atomic
+from embodied_r_training.policy import resolve_policy
 from embodied_r_training.reward_funcs import NamedReward, build_reward_funcs, initial_weights
 from embodied_r_training.schedule import RewardScheduleCallback, schedule_from_config
 
@@ -46,7 +53,8 @@ def load_records_dataset(
 ) -> tuple[Any, dict[str, int]]:
     """A `datasets.Dataset` of the training columns, with over-long prompts dropped.
 
-    Returns (dataset, stats) where stats counts read, kept and too_long records.
+    Returns (dataset, stats) where stats counts read, kept, too_long and numeric (answer
+    is a number, not an option letter: evaluation-only) records.
     """
     from datasets import Dataset
 
@@ -59,9 +67,12 @@ def load_records_dataset(
             f"{path}: records lack {missing}; train on the output of "
             "`embodied-r-train cache-perception`, not on raw question records"
         )
-    stats = {"read": len(rows), "too_long": 0}
+    stats = {"read": len(rows), "too_long": 0, "numeric": 0}
     kept = []
     for row in rows:
+        if row.get("answer_type") == "numeric":
+            stats["numeric"] += 1
+            continue
         if tokenizer is not None and max_prompt_tokens:
             ids = tokenizer.apply_chat_template(
                 row["prompt"], add_generation_prompt=True, tokenize=True
@@ -90,6 +101,10 @@ def build_grpo_config(cfg: Mapping[str, Any], reward_weights: Sequence[float]) -
     if model_cfg.get("attn_implementation"):
         init_kwargs.setdefault("attn_implementation", model_cfg["attn_implementation"])
     grpo.setdefault("report_to", "none")
+    for key, value in list(grpo.items()):
+        # YAML reads a bare `no` as False: `--set grpo.eval_strategy=no` means "no".
+        if key.endswith("_strategy") and value is False:
+            grpo[key] = "no"
     grpo["reward_weights"] = list(reward_weights)
     return GRPOConfig(model_init_kwargs=init_kwargs or None, **grpo)
 
@@ -123,9 +138,8 @@ def build_trainer(
     from trl import GRPOTrainer
 
     model_cfg = dict(cfg.get("model") or {})
-    model_path = model_cfg.get("name_or_path")
-    if not model_path:
-        raise ValueError("model.name_or_path is required")
+    output_dir = (cfg.get("grpo") or {}).get("output_dir") or "outputs/grpo"
+    model_path = resolve_policy(model_cfg, output_dir)
     schedule = schedule_from_config((cfg.get("rewards") or {}).get("schedule"))
     if reward_funcs is None:
         reward_funcs, reward_names = build_reward_funcs(cfg.get("rewards") or {}, schedule)
@@ -141,7 +155,8 @@ def build_trainer(
     tokenizer = AutoTokenizer.from_pretrained(
         model_path, trust_remote_code=bool(model_cfg.get("trust_remote_code", False))
     )
-    info: dict[str, Any] = {"reward_names": list(reward_names), "schedule": schedule.to_dict()}
+    info: dict[str, Any] = {"reward_names": list(reward_names), "schedule": schedule.to_dict(),
+                            "policy": str(model_path)}
     data_cfg = dict(cfg.get("data") or {})
     if train_dataset is None:
         train_dataset, info["train_data"] = load_records_dataset(

@@ -21,9 +21,14 @@ redoing or losing finished work):
   core's `build_reasoning_messages` over `render_video_text`), `video_text`, `frames`
   and `keyframes`.
 
+Videos are found through each record's `video` field, written by `prepare` (a file, or a
+member of one of VSI-Bench's zip archives, extracted on demand into `<out>/.videos/` and
+deleted again once its key frames are decoded); `--video-root` instead reads every video
+as `<root>/<video_path>` (records prepared with `--no-video-check`, or a moved tree).
+
     embodied-r-train cache-perception --config training/configs/perception_tiny.yaml \\
-        --data artifacts/toy/prepared --split train --video-root artifacts/toy/videos \\
-        --out artifacts/toy/cache [--mode streaming] [--num-shards 4 --shard-index 0]
+        --data artifacts/dry_run/prepared --split train --out artifacts/dry_run/cache \\
+        [--mode streaming] [--num-shards 4 --shard-index 0]
 """
 
 from __future__ import annotations
@@ -38,7 +43,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embodied_r_training.data import group_by_video, read_jsonl, write_json_atomic, write_jsonl_atomic
+from embodied_r_training.data import (
+    group_by_video,
+    read_jsonl,
+    record_video,
+    write_json_atomic,
+    write_jsonl_atomic,
+)
+from embodied_r_training.videos import VideoMaterialiser
 
 log = logging.getLogger("embodied_r_training.perception_cache")
 
@@ -96,6 +108,7 @@ class CacheStats:
     frames_reused: int = 0
     records_written: int = 0
     records_skipped: int = 0  # questions whose video file is missing
+    videos_extracted: int = 0  # zip members unpacked for decoding (then removed)
     complete: bool = False
     seconds: float = 0.0
 
@@ -187,8 +200,8 @@ def cache_split(
     records: Sequence[Mapping[str, Any]],
     *,
     perceiver: Any,
-    video_root: str | Path,
     out: str | Path,
+    video_root: str | Path | None = None,
     split: str,
     mode: str = "on_query",
     keyframe_params: Any = None,
@@ -197,12 +210,17 @@ def cache_split(
     shard_index: int = 0,
     num_shards: int = 1,
     progress: bool = True,
+    video_cache: str | Path | None = None,
+    keep_extracted: bool = False,
 ) -> CacheStats:
     """Describe every key frame the split's questions need, then write the records.
 
     Work already in `out` is reused. Only videos with `index % num_shards ==
     shard_index` are described by this call; the records file is written when the
-    descriptions of every question of the split are present (from any shard).
+    descriptions of every question of the split are present (from any shard). Videos
+    come from each record's `video` field, or from `video_root / video_path` when
+    `video_root` is given; zip members are extracted into `video_cache` (default
+    `<out>/.videos`) and removed after decoding unless `keep_extracted`.
     """
     from tqdm import tqdm
 
@@ -218,6 +236,7 @@ def cache_split(
     suffix = f".shard{shard_index}" if num_shards > 1 else ""
     kf_store = AppendOnlyJsonl(out / f"keyframes{suffix}.jsonl")
     desc_store = AppendOnlyJsonl(out / f"descriptions.{mode}{suffix}.jsonl")
+    materialiser = VideoMaterialiser(video_cache or out / ".videos", keep=keep_extracted)
     keyframes = load_keyframes(out)
     done = load_descriptions(out, mode)
     stats = CacheStats()
@@ -237,12 +256,13 @@ def cache_split(
             stats.videos_skipped += 1
             stats.frames_reused += len(units) * len(known["source_frames"])
             continue
-        path = Path(video_root) / video_path
-        if not path.is_file():
+        ref = record_video(questions[0], video_root)
+        if not materialiser.exists(ref):
             stats.missing_videos.append(video_path)
-            log.warning("video missing, its questions are skipped: %s", path)
+            log.warning("video missing, its questions are skipped: %s", ref.describe())
             continue
-        kf = extract_keyframes_from_video(path, keyframe_params, return_images=True)
+        with materialiser.local_file(ref) as path:
+            kf = extract_keyframes_from_video(path, keyframe_params, return_images=True)
         row = {
             "video": video_path,
             "source_frames": list(kf.source_frames),
@@ -280,6 +300,7 @@ def cache_split(
             stats.frames_described += len(chunk)
             bar.set_postfix(described=stats.frames_described, reused=stats.frames_reused)
     bar.close()
+    stats.videos_extracted = materialiser.extracted
 
     # Assemble the records once every question's descriptions exist (from any shard).
     keyframes = load_keyframes(out)
@@ -314,7 +335,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", required=True, help="YAML with perception_model (a ModelSpec), keyframes, mode, batch_size")
     parser.add_argument("--data", required=True, help="folder with <split>.jsonl from `prepare`, or a records JSONL file")
     parser.add_argument("--split", default="train")
-    parser.add_argument("--video-root", required=True)
+    parser.add_argument("--video-root", default=None,
+                        help="read every video as <root>/<video_path> instead of the records' 'video' field")
+    parser.add_argument("--video-cache", default=None,
+                        help="where zip members are extracted for decoding (default: <out>/.videos)")
+    parser.add_argument("--keep-extracted", action="store_true",
+                        help="keep extracted zip members instead of deleting each after use")
     parser.add_argument("--out", required=True)
     parser.add_argument("--mode", choices=MODES, default=None, help="overrides the config's mode")
     parser.add_argument("--batch-size", type=int, default=None)
@@ -354,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
             shard_index=args.shard_index,
             num_shards=args.num_shards,
             progress=not args.no_progress,
+            video_cache=args.video_cache,
+            keep_extracted=args.keep_extracted,
         )
     finally:
         perceiver.close()

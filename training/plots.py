@@ -1,12 +1,14 @@
 """Training curves from a trainer's log history (`trainer_state.json`), as one PNG.
 
-Four panels over optimizer steps: reward components (mean format / accuracy /
-consistency reward, the weighted total, and the weights in force as dashed lines),
-accuracy reward alone, KL to the reference policy, and mean completion length in tokens.
-Panels whose metric was never logged (e.g. KL when beta = 0) say so instead of staying
-blank.
+Six panels over optimizer steps: reward components (mean format / accuracy / consistency
+reward, the weighted total, and the weights in force as dashed lines); accuracy reward on
+the training batches and on the validation split; validation rewards (total, format,
+accuracy: TRL's `eval_*` entries, logged every `eval_steps`); KL to the reference policy;
+mean completion length in tokens (training and validation); learning rate (warm-up and
+cosine decay). Panels whose metric was never logged (e.g. KL when beta = 0, validation
+without `data.eval`) say so instead of staying blank.
 
-    embodied-r-train plots artifacts/grpo_tiny/trainer_state.json [--out curves.png]
+    embodied-r-train plots artifacts/dry_run/grpo/trainer_state.json [--out curves.png]
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ def plot_training(state_path: str | Path, out: str | Path | None = None) -> list
     state_path = Path(state_path)
     history = json.loads(state_path.read_text())["log_history"]
     out = Path(out) if out else state_path.parent / "training_curves.png"
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), constrained_layout=True)
-    ax_r, ax_a, ax_kl, ax_len = axes.flat
+    fig, axes = plt.subplots(2, 3, figsize=(15, 7.5), constrained_layout=True)
+    (ax_r, ax_a, ax_v), (ax_kl, ax_len, ax_lr) = axes
 
     colors = {"format": "tab:blue", "accuracy": "tab:green", "consistency": "tab:purple"}
     for name in REWARD_NAMES:
@@ -55,25 +57,43 @@ def plot_training(state_path: str | Path, out: str | Path | None = None) -> list
     steps, values = series(history, "reward")
     if steps:
         ax_r.plot(steps, values, color="black", linewidth=2, label="weighted total")
-    ax_r.set_title("reward components (mean per step)")
+    ax_r.set_title("reward components (training, mean per step)")
     _finish(ax_r, "reward")
 
-    for ax, key, title, ylabel in (
-        (ax_a, "rewards/accuracy/mean", "accuracy reward (training batches)", "accuracy"),
-        (ax_kl, "kl", "KL to the reference policy", "KL"),
-        (ax_len, "completions/mean_length", "mean completion length", "tokens"),
-    ):
-        steps, values = series(history, key)
-        if steps:
-            ax.plot(steps, values, color="tab:green" if ax is ax_a else "tab:red" if ax is ax_kl else "tab:orange")
-        else:
-            ax.text(0.5, 0.5, f"'{key}' not logged", ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(title)
-        _finish(ax, ylabel)
+    _lines(ax_a, history, [("rewards/accuracy/mean", "training batches", "tab:green", "-"),
+                           ("eval_rewards/accuracy/mean", "validation split", "tab:red", "o-")],
+           "accuracy reward", "accuracy")
+    _lines(ax_v, history, [("eval_reward", "weighted total", "black", "o-"),
+                           ("eval_rewards/format/mean", "format", "tab:blue", "o-"),
+                           ("eval_rewards/accuracy/mean", "accuracy", "tab:green", "o-"),
+                           ("eval_rewards/consistency/mean", "consistency", "tab:purple", "o-")],
+           "validation split (every eval_steps)", "reward")
+    _lines(ax_kl, history, [("kl", "training", "tab:red", "-")], "KL to the reference policy", "KL")
+    _lines(ax_len, history, [("completions/mean_length", "training", "tab:orange", "-"),
+                             ("eval_completions/mean_length", "validation", "tab:brown", "o-")],
+           "mean completion length", "tokens")
+    _lines(ax_lr, history, [("learning_rate", "learning rate", "tab:gray", "-")], "learning rate", "lr")
     fig.suptitle(f"GRPO training: {state_path.parent.name}")
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return [out]
+
+
+def _lines(ax: Any, history: Sequence[Mapping[str, Any]], keys: Sequence[tuple[str, str, str, str]],
+           title: str, ylabel: str) -> None:
+    """One line per logged key; a note in the panel when none of them was logged."""
+    drawn = False
+    for key, label, color, style in keys:
+        steps, values = series(history, key)
+        if steps:
+            ax.plot(steps, values, style, color=color, label=label, markersize=4)
+            drawn = True
+    if not drawn:
+        names = ", ".join(f"'{k}'" for k, *_ in keys)
+        ax.text(0.5, 0.5, f"{names} not logged", ha="center", va="center", transform=ax.transAxes,
+                wrap=True, fontsize=8)
+    ax.set_title(title)
+    _finish(ax, ylabel)
 
 
 def _finish(ax: Any, ylabel: str) -> None:

@@ -87,11 +87,19 @@ def build_reward_funcs(
     """The reward functions the schedule ever weights, in REWARD_NAMES order.
 
     `rewards_cfg` keys: `consistency_model` (ModelSpec mapping, needed when the schedule
-    uses consistency) and `consistency` (options for `make_consistency_reward`).
-    Returns (functions, names).
+    uses consistency), `consistency` (options for `make_consistency_reward`) and `rules`
+    ({format: project|reference, accuracy: project|reference}; default project for both,
+    see the core rewards module for what differs). Returns (functions, names).
     """
-    from embodied_r_ros.core.rewards import accuracy_reward, format_reward
+    from embodied_r_ros.core.errors import ConfigError
+    from embodied_r_ros.core.rewards import accuracy_reward_for, format_reward_for
 
+    rules = dict(rewards_cfg.get("rules") or {})
+    unknown = sorted(set(rules) - {"format", "accuracy"})
+    if unknown:
+        raise ConfigError(f"rewards.rules: unknown key(s) {unknown}; allowed: format, accuracy")
+    format_reward = format_reward_for(str(rules.get("format", "project")))
+    accuracy_reward = accuracy_reward_for(str(rules.get("accuracy", "project")))
     funcs: list[NamedReward] = []
     names: list[str] = []
     for name in REWARD_NAMES:

@@ -2,7 +2,9 @@
 
 The paper trains 12 epochs with format : accuracy : consistency weights
 7:3:0 (epochs 1-2), 3:7:0 (epochs 3-4), 1:7:2 (epochs 5-12). The reference code instead
-uses fixed 0.1 / 0.7 / 0.2.
+uses fixed 0.1 / 0.7 / 0.2 (docs/method.md §5). Both are defined here, once
+(`PAPER_STAGE_WEIGHTS`, `REFERENCE_CODE_WEIGHTS`); the robot never weights rewards, so
+they live in the training package, not in the core.
 
 How TRL 1.16 uses the weights: `GRPOTrainer._generate_and_score_completions` multiplies
 the per-function reward matrix by the tensor `trainer.reward_weights`, sums, and
@@ -26,6 +28,50 @@ from transformers import TrainerCallback
 
 # Order of the reward functions everywhere in this package.
 REWARD_NAMES: tuple[str, ...] = ("format", "accuracy", "consistency")
+
+
+@dataclass(frozen=True)
+class RewardWeights:
+    """Weights of the format, accuracy and consistency rewards in the total."""
+
+    format: float
+    accuracy: float
+    consistency: float
+
+
+# The fixed weights of the reference code's training scripts.
+REFERENCE_CODE_WEIGHTS = RewardWeights(format=0.1, accuracy=0.7, consistency=0.2)
+
+# The paper's schedule as (first epoch, weights), 1-based epochs: 7:3:0, 3:7:0, 1:7:2.
+PAPER_STAGE_WEIGHTS: tuple[tuple[int, RewardWeights], ...] = (
+    (1, RewardWeights(0.7, 0.3, 0.0)),
+    (3, RewardWeights(0.3, 0.7, 0.0)),
+    (5, RewardWeights(0.1, 0.7, 0.2)),
+)
+
+
+def paper_stage_weights(epoch: int) -> RewardWeights:
+    """The paper's weights for a 1-based epoch (epochs 1-2, 3-4, then 5 onwards)."""
+    chosen = PAPER_STAGE_WEIGHTS[0][1]
+    for first_epoch, weights in PAPER_STAGE_WEIGHTS:
+        if epoch >= first_epoch:
+            chosen = weights
+    return chosen
+
+
+def total_reward(
+    format_r: Sequence[float],
+    accuracy_r: Sequence[float],
+    consistency_r: Sequence[float],
+    weights: RewardWeights = REFERENCE_CODE_WEIGHTS,
+) -> list[float]:
+    """Element-wise ``w_f*format + w_a*accuracy + w_c*consistency``."""
+    if not len(format_r) == len(accuracy_r) == len(consistency_r):
+        raise ValueError("the three reward lists must have the same length")
+    return [
+        weights.format * f + weights.accuracy * a + weights.consistency * c
+        for f, a, c in zip(format_r, accuracy_r, consistency_r)
+    ]
 
 
 @dataclass(frozen=True)
@@ -89,9 +135,7 @@ PAPER_EPOCHS = 12
 
 
 def paper_schedule(total_epochs: int = PAPER_EPOCHS) -> RewardSchedule:
-    """The paper's stages, from the core's `PAPER_STAGE_WEIGHTS` (7:3:0, 3:7:0, 1:7:2)."""
-    from embodied_r_ros.core.rewards import PAPER_STAGE_WEIGHTS
-
+    """The paper's stages, from `PAPER_STAGE_WEIGHTS` (7:3:0, 3:7:0, 1:7:2)."""
     firsts = [first for first, _ in PAPER_STAGE_WEIGHTS]
     stages = []
     for i, (first, w) in enumerate(PAPER_STAGE_WEIGHTS):
@@ -101,9 +145,7 @@ def paper_schedule(total_epochs: int = PAPER_EPOCHS) -> RewardSchedule:
 
 
 def reference_code_schedule() -> RewardSchedule:
-    """The reference code's fixed weights, from the core's `REFERENCE_CODE_WEIGHTS`."""
-    from embodied_r_ros.core.rewards import REFERENCE_CODE_WEIGHTS
-
+    """The reference code's fixed weights, `REFERENCE_CODE_WEIGHTS`."""
     w = REFERENCE_CODE_WEIGHTS
     return RewardSchedule.fixed((w.format, w.accuracy, w.consistency))
 

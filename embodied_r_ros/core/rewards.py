@@ -1,18 +1,21 @@
-"""The three GRPO rewards (FACTS §5), usable directly as TRL reward functions.
+"""The GRPO rewards (docs/method.md §5), usable directly as TRL reward functions.
 
 Every reward has TRL's signature ``reward(completions, **kwargs) -> list[float]``.
 ``completions`` holds plain strings or chat-message lists
 (``[{"role": "assistant", "content": "..."}]``; the last assistant message counts, and a
 content given as a list of ``{"type": "text", "text": ...}`` parts is joined).
-Dataset columns arrive as keyword lists: ``solution`` (ground-truth letter per completion)
-and ``question`` (question text with its choices per completion).
+Dataset columns arrive as keyword lists: ``solution`` (ground truth per completion) and
+``question`` (question text with its choices per completion).
 
 * ``format_reward``: 1.0 iff `answer_parser.is_well_formed` (exactly one
   <think>..</think> followed by exactly one <answer>..</answer>, whitespace only around
   and between; empty blocks allowed).
-* ``accuracy_reward``: 1.0 iff the answer's option letter equals the solution letter.
-  Valid letters are those the question lists (A-H when no question is given), so a
-  letter that is not an option never scores. When the solution is not a single letter
+* ``accuracy_reward``: 1.0 iff the answer's option letter equals the solution's letter.
+  The letter of the completion comes from its <answer> block only
+  (`answer_parser.extract_letter`). The ground truth is read the same way as that block:
+  "B", "b", "B.", "(B)", "B. right", "Answer: B" and "<answer>B</answer>" all mean B.
+  Valid completion letters are those the question lists (A-H when no question is given),
+  so a letter that is not an option never scores. When the solution names no letter
   (free-text question) the whole answer text is compared, ignoring case, surrounding
   punctuation and repeated spaces.
 * ``ConsistencyReward``: for correct letter answers only, a frozen reference model sees
@@ -22,7 +25,27 @@ and ``question`` (question text with its choices per completion).
   ``wrong_answer`` and ``reference_disagrees`` (DEBUG: normal training signal),
   ``no_think``, ``free_text`` (no choices to ask about), ``unparseable_reply`` (INFO),
   ``model_error`` and ``timeout`` (WARNING).
-* ``total_reward``: weighted sum with `RewardWeights`.
+
+Where these rules deliberately differ from the reference code (docs/method.md §5), and
+the reference-compatible variants offered beside them:
+
+* Letter of the completion. The reference's accuracy reward searches the WHOLE
+  completion, reasoning included, in this order: the last ``$\\boxed{X}$``; the first
+  "answer X"; the last letter followed by a full stop; the last stand-alone letter (both
+  cases, A-H); else the upper-cased text itself. So a completion whose reasoning ends
+  with "... so not B." while its answer block says "A" can score as B. Here only the
+  answer block counts. `reference_accuracy_reward` (letter rule ``"reference"``) applies
+  the reference's search to the completion and to the solution alike.
+* Format. The reference accepts ``<think>`` only at the very start and nothing at all
+  (not even a newline) after ``</answer>``, but lets its lazy pattern swallow repeated or
+  nested tags ("<think>a</think><think>b</think><answer>C</answer>" passes). Here
+  whitespace around the blocks is allowed and every tag must occur exactly once.
+  `reference_format_reward` (format rule ``"reference"``) is the reference's check.
+* `ConsistencyReward` decides "correct" with this module's letter rule in both cases.
+
+`accuracy_reward_for` / `format_reward_for` return the function for a rule name
+(``"project"`` or ``"reference"``); the training config chooses with
+``rewards.rules``.
 """
 
 from __future__ import annotations
@@ -42,11 +65,17 @@ from embodied_r_ros.core.answer_parser import (
     DEFAULT_LETTERS,
     ParsedAnswer,
     extract_choice_letter_reply,
+    extract_letter,
     is_well_formed,
     parse_reasoning_output,
 )
 from embodied_r_ros.core.backends.base import Reasoner
-from embodied_r_ros.core.errors import CancelledError, InvalidRequestError, RequestTimeoutError
+from embodied_r_ros.core.errors import (
+    CancelledError,
+    ConfigError,
+    InvalidRequestError,
+    RequestTimeoutError,
+)
 from embodied_r_ros.core.reasoning_prompts import (
     build_consistency_messages,
     format_question,
@@ -55,17 +84,21 @@ from embodied_r_ros.core.reasoning_prompts import (
 from embodied_r_ros.core.types import GenerationSettings
 
 __all__ = [
+    "REWARD_RULES",
     "completion_text",
     "format_reward",
     "accuracy_reward",
+    "reference_format_reward",
+    "reference_accuracy_reward",
+    "reference_choice_key",
+    "accuracy_reward_for",
+    "format_reward_for",
     "ConsistencyReward",
     "ConsistencyStats",
-    "RewardWeights",
-    "REFERENCE_CODE_WEIGHTS",
-    "PAPER_STAGE_WEIGHTS",
-    "paper_stage_weights",
-    "total_reward",
 ]
+
+# Names of the rule sets a reward can follow: this project's, or the reference code's.
+REWARD_RULES: tuple[str, ...] = ("project", "reference")
 
 logger = logging.getLogger("embodied_r_ros.rewards")
 
@@ -110,9 +143,10 @@ def _solution_text(solution: Any) -> str:
 
 
 def _solution_letter(solution: Any) -> str | None:
-    """The ground-truth letter, accepting "C", " c ", "C.", "(C)", "<answer>C</answer>"."""
-    text = _solution_text(solution).strip("()[].*").strip().upper()
-    return text if len(text) == 1 and text in DEFAULT_LETTERS else None
+    """The ground-truth letter, read with the rules that read a completion's answer block:
+    "C", " c ", "C.", "(C)", "C. left", "Answer: C" and "<answer>C</answer>" give C; a
+    text naming no letter ("turn around", "4") gives None."""
+    return extract_letter(_solution_text(solution), DEFAULT_LETTERS)
 
 
 def _free_text_key(text: str) -> str:
@@ -185,6 +219,83 @@ def accuracy_reward(
         1.0 if _judge(c, solution[i], _question_at(question, i))[2] else 0.0
         for i, c in enumerate(completions)
     ]
+
+
+# ------------------------------------------------------- reference-code variants
+# The reference code's rules, written here from its observable behaviour (see the module
+# docstring). They read the whole completion and ignore the question's option list.
+
+_REF_FORMAT = re.compile(r"\A<think>.*?</think>\s*<answer>.*?</answer>\Z", re.DOTALL)
+_REF_BOXED = re.compile(r"\$\\boxed\{([A-H])\}\$", re.IGNORECASE)
+_REF_ANSWER_WORD = re.compile(r"answer\s+([A-H])", re.IGNORECASE)
+# These two consume the character before (and, for the second, after) the letter, as the
+# reference's patterns do: "A B" yields only A, because the space is used up by A's match.
+_REF_LETTER_DOT = re.compile(r"(?:^|[^A-Za-z])([A-H])\s*\.", re.IGNORECASE)
+_REF_LETTER_ALONE = re.compile(r"(?:^|[^A-Za-z])([A-H])(?:$|[^A-Za-z])", re.IGNORECASE)
+
+
+def reference_choice_key(text: Any) -> str:
+    """What the reference code compares for a completion or a ground truth.
+
+    Searched over the whole (stripped) text, first rule that finds something wins: the
+    last ``$\\boxed{X}$``; the first "answer X"; the last letter A-H (either case) not
+    preceded by a letter and followed by optional spaces and a full stop; the last
+    letter A-H standing alone (no letter on either side). Matches do not overlap: the
+    character before (and after) a letter belongs to that letter's match. The letter is returned upper
+    case. When none is found the upper-cased text itself is returned (so it matches only
+    an identical text).
+    """
+    body = ("" if text is None else str(text)).strip()
+    boxed = _REF_BOXED.findall(body)
+    if boxed:
+        return boxed[-1].upper()
+    worded = _REF_ANSWER_WORD.search(body)
+    if worded:
+        return worded.group(1).upper()
+    for pattern in (_REF_LETTER_DOT, _REF_LETTER_ALONE):
+        found = pattern.findall(body)
+        if found:
+            return found[-1].upper()
+    return body.upper()
+
+
+def reference_format_reward(completions: Sequence[Any], **kwargs: Any) -> list[float]:
+    """The reference code's format check: the text starts with <think>, its think block
+    is followed (after optional whitespace) by an answer block, and nothing, not even a
+    newline, follows the final </answer>. Repeated tags are not rejected."""
+    return [1.0 if _REF_FORMAT.match(completion_text(c)) else 0.0 for c in completions]
+
+
+def reference_accuracy_reward(
+    completions: Sequence[Any], solution: Sequence[Any], **kwargs: Any
+) -> list[float]:
+    """The reference code's accuracy: `reference_choice_key` of the whole completion
+    equals `reference_choice_key` of the solution."""
+    _check_lengths(completions, solution=solution)
+    return [
+        1.0 if reference_choice_key(completion_text(c)) == reference_choice_key(solution[i]) else 0.0
+        for i, c in enumerate(completions)
+    ]
+
+
+def _check_rule(rule: str, what: str) -> None:
+    if rule not in REWARD_RULES:
+        raise ConfigError(
+            f"unknown {what} rule {rule!r}; use one of {list(REWARD_RULES)} "
+            "(project = this package's rules, reference = the reference code's)"
+        )
+
+
+def accuracy_reward_for(rule: str = "project") -> Any:
+    """`accuracy_reward` ("project") or `reference_accuracy_reward` ("reference")."""
+    _check_rule(rule, "accuracy")
+    return accuracy_reward if rule == "project" else reference_accuracy_reward
+
+
+def format_reward_for(rule: str = "project") -> Any:
+    """`format_reward` ("project") or `reference_format_reward` ("reference")."""
+    _check_rule(rule, "format")
+    return format_reward if rule == "project" else reference_format_reward
 
 
 @dataclass
@@ -445,50 +556,3 @@ class ConsistencyReward:
         with self._lock:
             self._stats.rewarded += 1
         return 1.0
-
-
-# --------------------------------------------------------------------------- weights
-
-
-@dataclass(frozen=True)
-class RewardWeights:
-    """Weights of the format, accuracy and consistency rewards in the total."""
-
-    format: float
-    accuracy: float
-    consistency: float
-
-
-# The fixed weights of the reference code.
-REFERENCE_CODE_WEIGHTS = RewardWeights(format=0.1, accuracy=0.7, consistency=0.2)
-
-# The paper's schedule as (first epoch, weights), 1-based epochs: 7:3:0, 3:7:0, 1:7:2.
-PAPER_STAGE_WEIGHTS: tuple[tuple[int, RewardWeights], ...] = (
-    (1, RewardWeights(0.7, 0.3, 0.0)),
-    (3, RewardWeights(0.3, 0.7, 0.0)),
-    (5, RewardWeights(0.1, 0.7, 0.2)),
-)
-
-
-def paper_stage_weights(epoch: int) -> RewardWeights:
-    """The paper's weights for a 1-based epoch (epochs 1-2, 3-4, then 5 onwards)."""
-    chosen = PAPER_STAGE_WEIGHTS[0][1]
-    for first_epoch, weights in PAPER_STAGE_WEIGHTS:
-        if epoch >= first_epoch:
-            chosen = weights
-    return chosen
-
-
-def total_reward(
-    format_r: Sequence[float],
-    accuracy_r: Sequence[float],
-    consistency_r: Sequence[float],
-    weights: RewardWeights = REFERENCE_CODE_WEIGHTS,
-) -> list[float]:
-    """Element-wise ``w_f*format + w_a*accuracy + w_c*consistency``."""
-    if not len(format_r) == len(accuracy_r) == len(consistency_r):
-        raise ValueError("the three reward lists must have the same length")
-    return [
-        weights.format * f + weights.accuracy * a + weights.consistency * c
-        for f, a, c in zip(format_r, accuracy_r, consistency_r)
-    ]
