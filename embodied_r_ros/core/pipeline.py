@@ -74,6 +74,20 @@ def generation_settings(params: Mapping[str, Any], prefix: str) -> GenerationSet
                               top_p=params[f"{prefix}.top_p"])
 
 
+def make_self_check(params: Mapping[str, Any], reasoner: Reasoner) -> Reasoner | None:
+    """The qa.self_check judge: None when off, the reasoning model itself when
+    qa.self_check_model is empty, else a second model with the reasoning.* settings."""
+    if not params["qa.self_check"]:
+        return None
+    if not params["qa.self_check_model"]:
+        return reasoner
+    from embodied_r_ros.core.backends.factory import make_reasoner
+    from embodied_r_ros.core.backends.model_spec import ModelSpec
+
+    spec = dict(cfg.model_spec_dict(params, "reasoning"), model=params["qa.self_check_model"])
+    return make_reasoner(ModelSpec.from_dict(spec))
+
+
 def load_models(params: Mapping[str, Any]) -> tuple[Perceiver, Reasoner]:
     """Build both models from parameters; raises ModelUnavailableError with the reason."""
     from embodied_r_ros.core.backends.factory import make_perceiver, make_reasoner
@@ -127,9 +141,10 @@ class EmbodiedRPipeline:
                                        motion_source=motion_source, on_description=on_description,
                                        max_queue=params["perception.max_queue"],
                                        prompts=self.prompts)
+        self.judge = make_self_check(params, reasoner)
         self.answerer = QuestionAnswerer(reasoner, generation_settings(params, "reasoning"),
                                          max_keyframes=self.kf_params.max_keyframes,
-                                         prompts=self.prompts)
+                                         prompts=self.prompts, self_check=self.judge)
         # on_query mode keeps key-frame images (bounded by the ring size).
         self._keyframe_images: list[KeyFrameEvent] = []
         self.limits = QuestionLimits.from_params(params)
@@ -315,7 +330,10 @@ class EmbodiedRPipeline:
         """Stop perception, fail waiting questions and release both models."""
         self.questions.interrupt(CancelledError("the pipeline is shutting down"))
         self.worker.stop()
-        for model in (self.perceiver, self.reasoner):
+        models = [self.perceiver, self.reasoner]
+        if self.judge is not None and self.judge is not self.reasoner:
+            models.append(self.judge)
+        for model in models:
             try:
                 model.close()
             except Exception:  # noqa: BLE001

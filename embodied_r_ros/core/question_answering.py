@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 from embodied_r_ros.core.answer_parser import parse_reasoning_output
 from embodied_r_ros.core.backends.base import Reasoner, TextCallback
+from embodied_r_ros.core.consistency_check import INCONSISTENT, UNAVAILABLE
+from embodied_r_ros.core.consistency_check import self_check as run_self_check
 from embodied_r_ros.core.errors import (
     CancelledError,
     EmbodiedRError,
@@ -55,6 +57,10 @@ class AnswerResult:
     episode_id: str = ""
     timing: TimingInfo = field(default_factory=TimingInfo)
     messages: list[ChatMessage] = field(default_factory=list)  # the exact LM input
+    # qa.self_check: "" (not run), "consistent", "inconsistent" or "unavailable", and the
+    # letter the check derived from the reasoning alone.
+    self_check: str = ""
+    self_check_letter: str = ""
 
     @classmethod
     def failure(cls, error: EmbodiedRError, **kwargs: object) -> AnswerResult:
@@ -76,8 +82,10 @@ class QuestionAnswerer:
 
     def __init__(self, reasoner: Reasoner, settings: GenerationSettings, *,
                  max_keyframes: int = 32,
-                 prompts: PromptSet | None = None) -> None:
+                 prompts: PromptSet | None = None,
+                 self_check: Reasoner | None = None) -> None:
         self.prompts = prompts
+        self.judge = self_check  # qa.self_check: the consistency judge, or None
         self.reasoner = reasoner
         self.settings = settings
         self.max_keyframes = max_keyframes
@@ -119,7 +127,24 @@ class QuestionAnswerer:
             return AnswerResult.failure(exc, episode_id=episode_id, timing=timing,
                                         messages=messages, keyframes_used=len(used))
         timing.reasoning_s = time.monotonic() - start
-        return self._result(raw, question_text, used, messages, episode_id, timing)
+        result = self._result(raw, question_text, used, messages, episode_id, timing)
+        if self.judge is not None and result.success and parse_choices(question_text):
+            self._self_check(result, question_text, stop)
+        return result
+
+    def _self_check(self, result: AnswerResult, question_text: str,
+                    stop: Callable[[], bool]) -> None:
+        """Run the consistency judge on the reasoning; flag a disagreement."""
+        start = time.monotonic()
+        check = run_self_check(self.judge, question_text, result.reasoning, result.answer,  # type: ignore[arg-type]
+                               prompts=self.prompts, should_stop=stop)
+        result.timing.extra["self_check_s"] = time.monotonic() - start
+        result.self_check, result.self_check_letter = check.outcome, check.letter
+        if check.outcome == INCONSISTENT:
+            result.message += (f" (self-check: the reasoning alone points to {check.letter}, "
+                               f"not {result.answer}; treat this answer with care)")
+        elif check.outcome == UNAVAILABLE:
+            result.message += f" (self-check not possible: {check.detail})"
 
     def _result(self, raw: str, question_text: str, used: Sequence[FrameDescription],
                 messages: list[ChatMessage], episode_id: str, timing: TimingInfo) -> AnswerResult:
