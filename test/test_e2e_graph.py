@@ -68,6 +68,13 @@ def test_question_before_any_frame_is_a_typed_failure(split_graph) -> None:  # t
 
 def test_sample_bag_to_answer_over_dds(split_graph, sample_dir) -> None:  # type: ignore[no-untyped-def]
     graph, client = split_graph
+    from sensor_msgs.msg import Image
+
+    from embodied_r_ros.nodes.qos import KEYFRAME_IMAGE_QOS
+
+    viewer: list = []  # what rqt_image_view would show
+    client.create_subscription(Image, "keyframes/image", viewer.append, KEYFRAME_IMAGE_QOS)
+    time.sleep(1.0)  # discovery, so the key-frame node sees a viewer
     published = client.play(frames(sample_dir), rate=4.0)
     assert published > 50
 
@@ -89,6 +96,9 @@ def test_sample_bag_to_answer_over_dds(split_graph, sample_dir) -> None:  # type
     assert "left out" not in response.message, response.message
     assert described >= set(range(response.keyframes_used))
     assert {k.keyframe_index for k in client.keyframes} >= set(range(response.keyframes_used))
+    assert viewer and viewer[0].encoding == "rgb8"
+    assert (viewer[0].width, viewer[0].height) == (client.keyframes[0].image.width,
+                                                   client.keyframes[0].image.height)
 
     # The prompt the LM received has one line per key frame, in order.
     deadline = time.monotonic() + 10
