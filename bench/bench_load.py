@@ -96,7 +96,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             super().__init__("load_bench")
             self.camera = self.create_publisher(Image, "/camera/image_raw", qos_profile_sensor_data)
             self.diagnostics: deque[DiagnosticArray] = deque(maxlen=20)
-            self.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 10)
+            self.create_subscription(DiagnosticArray, "/diagnostics",
+                                     lambda msg: self.diagnostics.append(msg), 10)
 
     wide = panorama(args.width, args.height)
     seconds = args.minutes * 60.0

@@ -12,7 +12,7 @@ import pytest
 
 from embodied_r_ros.core import config as cfg
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline
-from test_pipeline import CountingPerceiver, ScriptedReasoner
+from scripted_models import CountingPerceiver, ScriptedReasoner
 
 
 def views(n: int) -> list[np.ndarray]:

@@ -8,34 +8,22 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)")
 
 from conftest import fresh_ros_domain  # noqa: E402
+from graph_helpers import PARAMS, bag_frames, wait_for  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import SpinningClient  # noqa: E402
-from embodied_r_ros.sample_data.bag_io import read_image_bag  # noqa: E402
 from servers import transformers_serve  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-PARAMS = REPO / "config" / "embodied_r.yaml"
-
-
-def wait_for(predicate, timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return predicate()
 
 
 def test_stalled_server_gives_typed_timeouts_then_recovers(tiny_models, sample_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    clip = [(f.stamp_s, f.image, f.frame_id) for f in read_image_bag(sample_dir / "sample.mcap")]
+    clip = bag_frames(sample_dir)
     third = len(clip) // 3
     with transformers_serve(str(tiny_models.vlm), tmp_path) as (server, base_url):
         overrides = {"perception.backend": "openai", "perception.model": str(tiny_models.vlm),
