@@ -47,13 +47,12 @@ def downsample(path: str) -> tuple[list[np.ndarray], list[int], float, int]:
     wanted = list(range(0, frame_count, step))
     if (frame_count - 1) not in wanted:
         wanted.append(frame_count - 1)
-    wanted_set = set(wanted)
     frames: list[np.ndarray] = []
     numbers: list[int] = []
     number = 0
     ok, frame = cap.read()
     while ok:
-        if number in wanted_set:
+        if number in wanted:  # a list, as in the reference (a linear scan per frame)
             frames.append(frame)
             numbers.append(number)
         ok, frame = cap.read()

@@ -227,7 +227,8 @@ def test_last_sampled_frame_is_appended(tmp_path: Path) -> None:
     _same_as_baseline(path)
 
 
-def test_more_than_32_key_frames_are_cut_by_the_sampler(tmp_path: Path, texture: np.ndarray) -> None:
+def test_more_than_32_key_frames_are_cut_by_the_sampler(tmp_path: Path,
+                                                         texture: np.ndarray) -> None:
     # Textured and flat frames alternate: a flat frame has no descriptors and the frame
     # after it is compared with a key frame without descriptors, so all 40 are kept.
     views = [render(texture, Pose(W + k * 0.1 * W, H), W, H) if k % 2 == 0
@@ -262,7 +263,8 @@ def test_sorting_matches_by_distance_changes_the_decision() -> None:
         (k1, d1), (k2, d2) = orb.detectAndCompute(g1, None), orb.detectAndCompute(g2, None)
         raw = matcher.match(d1, d2)
         overlaps = {}
-        for name, matches in (("raw", list(raw)), ("sorted", sorted(raw, key=lambda m: m.distance))):
+        by_distance = sorted(raw, key=lambda m: m.distance)
+        for name, matches in (("raw", list(raw)), ("sorted", by_distance)):
             p1 = np.float32([k1[m.queryIdx].pt for m in matches]).reshape(-1, 1, 2)
             p2 = np.float32([k2[m.trainIdx].pt for m in matches]).reshape(-1, 1, 2)
             homography, _ = cv2.findHomography(p2, p1, cv2.RANSAC, 5.0)
@@ -285,7 +287,7 @@ def test_corner_convention_and_truncation() -> None:
     half = np.diag([0.5, 0.5, 1.0])
     assert project_corners(half, w, h).tolist() == [[0, 0], [80, 0], [80, 60], [0, 60]]
     assert reference_mask_overlap(project_corners(half, w, h), w, h) == 81 * 61 / (w * h)
-    # Truncation toward zero, no clamping: 3.9 -> 3, -3.9 -> -3, 2.5e9 -> INT32_MIN, NaN -> INT32_MIN.
+    # Truncation toward zero, no clamping: 3.9 -> 3, -3.9 -> -3, 2.5e9 -> INT32_MIN.
     shift = np.array([[1, 0, 3.9], [0, 1, -3.9], [0, 0, 1]])
     assert project_corners(shift, w, h)[0].tolist() == [3, -3]
     big = np.array([[2.5e9 / w, 0, 0], [0, 1, 0], [0, 0, 1]])

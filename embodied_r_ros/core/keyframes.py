@@ -72,6 +72,7 @@ from embodied_r_ros.core.keyframe_overlap import overlap_fraction, project_corne
 from embodied_r_ros.core.video_frames import (
     FastDecodeUnavailable,
     VideoInfo,
+    decoder_threads,
     make_reader,
     probe_video,
     read_first_frame,
@@ -665,7 +666,7 @@ def _fetch_frames(strategy: str, info: VideoInfo, numbers: list[int]) -> dict[in
     """Second, targeted pass: BGR images of the given frame numbers (plain OpenCV if the
     strategy of the first pass fails this time)."""
     try:
-        fetched = dict(make_reader(strategy, info, numbers, None).frames())
+        fetched = dict(make_reader(strategy, info, numbers, None, threads=0).frames())
     except FastDecodeUnavailable as exc:
         LOG.debug("targeted pass over %s: %s decoding not used: %s", info.path, strategy, exc)
         fetched = {}
@@ -691,7 +692,8 @@ def extract_keyframes_from_video(
       OpenCV's raw Motion-JPEG packets, then plain OpenCV grab()/retrieve(); a strategy
       that cannot guarantee OpenCV's exact frames for this file hands over to the next (the
       pass restarts; `fallbacks` says why). False: plain OpenCV only.
-    - workers: ORB threads (default: all usable CPUs; 1 = no pool).
+    - workers: ORB threads (default: all usable CPUs; 1 = no pool); the PyAV decoder uses
+      half as many threads (at least 1).
     - return_images: also return the final key frames as RGB arrays. Key-frame images are
       cached while there are at most `max_keyframes` of them (plus the latest sampled
       frame); frames the count rule picks that were not cached are fetched by a second,
@@ -724,7 +726,8 @@ def extract_keyframes_from_video(
     selection: _Selection | None = None
     strategy = ""
     for strategy in strategies_for(fast_decode):
-        reader = make_reader(strategy, info, wanted, first_frame)
+        reader = make_reader(strategy, info, wanted, first_frame,
+                             threads=decoder_threads(n_workers))
         try:
             selection = _select_stream(reader.frames(), params, keep_images=return_images,
                                        workers=n_workers)

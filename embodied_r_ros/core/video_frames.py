@@ -154,13 +154,21 @@ class DecodeStats:
 FirstFrame = Callable[[], "np.ndarray | None"]
 
 
+def decoder_threads(cpus: int) -> int:
+    """FFmpeg decoder threads when `cpus` CPUs are shared with the ORB workers: half of
+    them (1 on a 2-core machine, where frame threading costs more CPU than it saves once
+    ORB keeps the other core busy)."""
+    return max(1, int(cpus) // 2)
+
+
 def make_reader(strategy: str, info: VideoInfo, wanted: Sequence[int],
-                first_frame: FirstFrame | None) -> "SampledReader":
+                first_frame: FirstFrame | None, *, threads: int = 0) -> "SampledReader":
     """A reader of the `wanted` frame numbers with the given strategy. `first_frame`
     returns OpenCV's frame 0 for the fast strategies' pixel check (None: no check, for a
-    second pass over a file the strategy already passed)."""
+    second pass over a file the strategy already passed). `threads`: PyAV decoder threads
+    (0 = FFmpeg's choice)."""
     if strategy == "pyav":
-        return PyAVReader(info, wanted, first_frame)
+        return PyAVReader(info, wanted, first_frame, threads=threads)
     if strategy == "intra":
         return OpenCVIntraReader(info, wanted, first_frame)
     if strategy == "sequential":
@@ -353,9 +361,10 @@ class PyAVReader(SampledReader):
     strategy = "pyav"
 
     def __init__(self, info: VideoInfo, wanted: Sequence[int],
-                 first_frame: FirstFrame | None) -> None:
+                 first_frame: FirstFrame | None, *, threads: int = 0) -> None:
         super().__init__(info, wanted)
         self._first_frame = first_frame
+        self.threads = threads  # decoder threads; 0 = FFmpeg's choice (CPUs + 1)
 
     @staticmethod
     def _av():
@@ -455,7 +464,9 @@ class PyAVReader(SampledReader):
         last_yielded = -1
         try:
             stream = container.streams.video[0]
-            stream.thread_type = "AUTO"
+            if self.threads != 1:
+                stream.thread_type = "AUTO"
+                stream.codec_context.thread_count = self.threads
             ctx = stream.codec_context
             skip = "DEFAULT"
             i = 0
