@@ -727,6 +727,8 @@ def test_cli_prints_indices_and_times(known_clips: dict[str, Path],
     assert data["source_frames"] == [30 * i for i in data["sampled_indices"]]
     assert math.isfinite(data["seconds"]) and data["decode_strategy"] == "pyav"
     assert data["decode_seconds"] >= 0 and data["select_seconds"] >= 0
+    # MJPEG through PyAV: only the ten wanted packets of 271 are decoded
+    assert (data["packets_decoded"], data["packets_read"]) == (10, 271)
     # --fps 2: step int(30 / 2) = 15 -> 0, 15, ..., 270 = 19 sampled frames.
     assert cli_main([clip, "--json", "--fps", "2", "--opencv-only"]) == 0
     data = json.loads(capsys.readouterr().out)

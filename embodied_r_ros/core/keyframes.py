@@ -566,6 +566,8 @@ class VideoKeyFrames:
     images: RGB images of the final key frames when requested, else empty.
     decode_strategy: "pyav", "intra" or "sequential" (see video_frames); fallbacks: why
       faster strategies were not used for this file.
+    packets_read / packets_decoded: packets (frames) the decoding pass read from the file
+      and sent to the decoder (PyAV skips some; OpenCV's grab() decodes all it reads).
     """
 
     sampled_indices: list[int]
@@ -580,6 +582,8 @@ class VideoKeyFrames:
     decode_seconds: float = 0.0
     select_seconds: float = 0.0
     fallbacks: list[str] = field(default_factory=list)
+    packets_read: int = 0
+    packets_decoded: int = 0
 
 
 def default_workers() -> int:
@@ -770,4 +774,6 @@ def extract_keyframes_from_video(
         decode_seconds=selection.decode_s,
         select_seconds=selection.select_s,
         fallbacks=fallbacks,
+        packets_read=reader.stats.packets,
+        packets_decoded=reader.stats.sent,
     )

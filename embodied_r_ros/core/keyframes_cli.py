@@ -82,6 +82,8 @@ def main(argv: list[str]) -> int:
             "decode_seconds": round(result.decode_seconds, 4),
             "select_seconds": round(result.select_seconds, 4),
             "decode_strategy": result.decode_strategy,
+            "packets_read": result.packets_read,
+            "packets_decoded": result.packets_decoded,
             "fallbacks": result.fallbacks,
         }))
         return EXIT_OK
@@ -91,7 +93,8 @@ def main(argv: list[str]) -> int:
     print(f"  sampled positions: {' '.join(map(str, result.sampled_indices))}")
     print(f"  source frames:     {' '.join(map(str, result.source_frames))}")
     print(f"time: {result.seconds:.3f} s (decoding {result.decode_seconds:.3f} s, selection "
-          f"{result.select_seconds:.3f} s; {result.decode_strategy} decoding)")
+          f"{result.select_seconds:.3f} s; {result.decode_strategy} decoding, "
+          f"{result.packets_decoded} of {result.packets_read} packets decoded)")
     for note in result.fallbacks:
         print(f"  not used: {note}")
     return EXIT_OK

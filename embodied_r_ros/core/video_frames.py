@@ -43,7 +43,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -141,14 +141,13 @@ def strategies_for(fast: bool) -> tuple[str, ...]:
 
 @dataclass
 class DecodeStats:
-    """What a reader did: packets in the file, packets sent to the decoder, of which with
-    skip_frame=NONREF, and frames yielded."""
+    """What a reader did: packets read (frames grabbed, for OpenCV), packets sent to the
+    decoder (of which with skip_frame=NONREF, for PyAV) and frames yielded."""
 
     packets: int = 0
     sent: int = 0
     sent_nonref: int = 0
     yielded: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 FirstFrame = Callable[[], "np.ndarray | None"]
@@ -208,6 +207,7 @@ class OpenCVSequentialReader(SampledReader):
             index = 0
             while index <= last and cap.grab():
                 self.stats.packets += 1
+                self.stats.sent += 1  # grab() decodes every frame
                 if index in wanted:
                     ok, image = cap.retrieve()
                     if not ok or image is None:
