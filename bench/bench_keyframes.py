@@ -19,6 +19,8 @@ defaults (PyAV decoding that skips what sampling allows, ORB on all CPUs); "ours
 the same with fast_decode=False (OpenCV grab()/retrieve()).
 Decode / select columns: the baseline's two stages; for ours, the time the pipeline waited
 on decoding vs on selection (ORB runs beside decoding, so the two add up to the total).
+CPU: user + system seconds of the process; on a machine shared with other work the wall
+ratio falls toward the CPU ratio, so both are printed, with the load average.
 With --repeat N each implementation runs N times, interleaved, and the median is shown.
 """
 
@@ -26,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,6 +49,7 @@ def _child(impl: str, video: str) -> int:
         from bench.reference_keyframes import reference_extract
 
         started = time.perf_counter()  # after the imports, as for ours
+        cpu_before = _cpu_seconds()
         out = reference_extract(video)
         result = {key: out[key] for key in ("sampled_indices", "source_frames", "n_sampled",
                                             "decode_seconds", "select_seconds")}
@@ -55,15 +60,23 @@ def _child(impl: str, video: str) -> int:
         from embodied_r_ros.core.keyframes import extract_keyframes_from_video
 
         started = time.perf_counter()
+        cpu_before = _cpu_seconds()
         res = extract_keyframes_from_video(video, fast_decode=(impl == "ours"))
         result = {"sampled_indices": res.sampled_indices, "source_frames": res.source_frames,
                   "n_sampled": res.n_sampled, "strategy": res.decode_strategy,
                   "decode_seconds": res.decode_seconds, "select_seconds": res.select_seconds,
                   "fallbacks": res.fallbacks}
     result["seconds"] = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["cpu_seconds"] = usage.ru_utime + usage.ru_stime - cpu_before
     result["peak_rss_mb"] = _vm_hwm_mb()
     print(json.dumps(result))
     return 0
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _vm_hwm_mb() -> float:
@@ -144,7 +157,8 @@ def run_impl(impl: str, video: Path) -> dict:
 
 def _median_row(runs: list[dict]) -> dict:
     row = dict(runs[0])
-    for key in ("seconds", "decode_seconds", "select_seconds", "peak_rss_mb", "wall_s"):
+    for key in ("seconds", "cpu_seconds", "decode_seconds", "select_seconds", "peak_rss_mb",
+                "wall_s"):
         row[key] = statistics.median(r[key] for r in runs)
     row["same_runs"] = all(r["sampled_indices"] == runs[0]["sampled_indices"] for r in runs)
     return row
@@ -162,23 +176,29 @@ def bench_one(minutes: float, args: argparse.Namespace, folder: Path) -> bool:
     print(f"\n== {minutes:g} min, {args.width}x{args.height} @ {args.fps} fps, {args.codec} "
           f"({size_mb:.0f} MB{f', written in {gen_s:.0f} s' if gen_s else ', reused'}) ==",
           flush=True)
+    load_before = os.getloadavg()[0]
     runs: dict[str, list[dict]] = {impl: [] for impl in args.impls}
     for _ in range(args.repeat):
         for impl in args.impls:
             runs[impl].append(run_impl(impl, video))
     rows = {impl: _median_row(r) for impl, r in runs.items()}
     ref = rows.get("reference")
+    print(f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on "
+          f"{os.cpu_count()} CPUs; times are wall times, CPU is user + system of the process)")
     print(f"{'implementation':<13} {'strategy':<10} {'total s':>8} {'decode s':>9} {'select s':>9} "
-          f"{'peak RSS MB':>12} {'speed-up':>9} {'RSS ratio':>10}  same indices")
+          f"{'CPU s':>7} {'peak RSS MB':>12} {'speed-up':>9} {'CPU ratio':>10} {'RSS ratio':>10}"
+          "  same indices")
     for impl, row in rows.items():
         speed = ref["seconds"] / row["seconds"] if ref else float("nan")
+        cpu = ref["cpu_seconds"] / row["cpu_seconds"] if ref else float("nan")
         mem = ref["peak_rss_mb"] / row["peak_rss_mb"] if ref else float("nan")
         same = row["same_runs"] and (ref is None or (
             row["sampled_indices"] == ref["sampled_indices"]
             and row["source_frames"] == ref["source_frames"]))
         print(f"{impl:<13} {row['strategy']:<10} {row['seconds']:>8.1f} "
               f"{row['decode_seconds']:>9.1f} {row['select_seconds']:>9.1f} "
-              f"{row['peak_rss_mb']:>12.0f} {speed:>8.2f}x {mem:>9.1f}x  {same}")
+              f"{row['cpu_seconds']:>7.1f} {row['peak_rss_mb']:>12.0f} {speed:>8.2f}x "
+              f"{cpu:>9.2f}x {mem:>9.1f}x  {same}")
         for note in row.get("fallbacks", []):
             print(f"    fallback: {note}")
     first = next(iter(rows.values()))

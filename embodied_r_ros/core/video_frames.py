@@ -6,7 +6,8 @@ converts them to BGR with OpenCV's FFmpeg backend. Every reader here yields
 pixels equal to what `cap.read()` gives for that frame number, and holds at most one
 decoded frame. Strategies, tried in this order by `strategies_for(fast=True)`:
 
-- **pyav** (`PyAVReader`): FFmpeg through PyAV with frame threading. A first pass reads the
+- **pyav** (`PyAVReader`): FFmpeg through PyAV (frame threading with `threads` > 1; the
+  key-frame extractor gives it half the CPUs, ORB runs on the rest). A first pass reads the
   packets only (no decoding) and numbers them by presentation time stamp (the decoder
   outputs frames in that order, which is the order `cap.read()` returns them). The decoding
   pass then sends the decoder only what the wanted frames need:
