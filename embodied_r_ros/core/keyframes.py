@@ -74,8 +74,7 @@ from embodied_r_ros.core.video_frames import (
     VideoInfo,
     decoder_threads,
     make_reader,
-    probe_video,
-    read_first_frame,
+    probe_video_and_first_frame,
     strategies_for,
 )
 
@@ -711,7 +710,7 @@ def extract_keyframes_from_video(
     n_workers = default_workers() if workers is None else int(workers)
     if n_workers < 1:
         raise InvalidRequestError(f"workers must be >= 1, got {workers!r}")
-    info = probe_video(path)
+    info, frame0 = probe_video_and_first_frame(path, read_first=fast_decode)
     step = sampling_step(info.fps, params.sample_fps)
     wanted = reference_sample_indices(info.frame_count, step)
     if not wanted:
@@ -719,12 +718,8 @@ def extract_keyframes_from_video(
             f"video reports {info.frame_count} frames, so the reference sampling keeps none: "
             f"{info.path} (re-mux the file so its header carries a frame count)"
         )
-    first: list[np.ndarray | None] = []
-
-    def first_frame() -> np.ndarray | None:
-        if not first:
-            first.append(read_first_frame(info.path))
-        return first[0]
+    def first_frame() -> np.ndarray | None:  # OpenCV's frame 0, for the fast paths' check
+        return frame0
 
     fallbacks: list[str] = []
     selection: _Selection | None = None

@@ -106,6 +106,14 @@ def _open_reference_capture(path: str | Path) -> cv2.VideoCapture:
 
 def probe_video(path: str | Path) -> VideoInfo:
     """Frame rate, frame count (int of CAP_PROP_FRAME_COUNT), size and codec of a file."""
+    return probe_video_and_first_frame(path, read_first=False)[0]
+
+
+def probe_video_and_first_frame(
+    path: str | Path, *, read_first: bool = True
+) -> tuple[VideoInfo, np.ndarray | None]:
+    """`probe_video` and, from the same capture, frame 0 as `cap.read()` gives it (None if
+    it cannot be read or `read_first` is False)."""
     cap = _open_reference_capture(path)
     try:
         fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
@@ -120,9 +128,13 @@ def probe_video(path: str | Path) -> VideoInfo:
             fourcc=_fourcc_text(cap.get(cv2.CAP_PROP_FOURCC) or 0),
             backend=cap.getBackendName(),
         )
+        first = None
+        if read_first:
+            ok, image = cap.read()
+            first = image if ok else None
     finally:
         cap.release()
-    return info
+    return info, first
 
 
 def read_first_frame(path: str | Path) -> np.ndarray | None:
