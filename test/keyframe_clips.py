@@ -156,12 +156,14 @@ PYAV_CODECS = {
 
 def write_video_pyav(
     path: str | Path, frames_rgb: Iterable[np.ndarray], fps: int, codec: str = "h264",
-    *, display_matrix: list[int] | None = None,
+    *, display_matrix: list[int] | None = None, pix_fmt: str = "yuv420p",
+    colorspace: int | None = None,
 ) -> Path:
-    """Write RGB frames with PyAV's FFmpeg encoders (`PYAV_CODECS`); yuv420p output.
+    """Write RGB frames with PyAV's FFmpeg encoders (`PYAV_CODECS`).
 
     `display_matrix` (nine 16.16 fixed-point ints) stores rotation metadata, which OpenCV
-    applies when reading and PyAV does not."""
+    applies when reading and PyAV does not. `pix_fmt` e.g. "yuv420p10le" for 10-bit;
+    `colorspace` an AVColorSpace number to tag (1 = BT.709)."""
     import av  # noqa: PLC0415 - only the clips that need PyAV import it
 
     encoder, options, _ = PYAV_CODECS[codec]
@@ -173,11 +175,16 @@ def write_video_pyav(
             if stream is None:
                 h, w = frame.shape[:2]
                 stream = container.add_stream(encoder, rate=fps)
-                stream.width, stream.height, stream.pix_fmt = w, h, "yuv420p"
+                stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
                 stream.options = dict(options)
                 if display_matrix is not None:
                     stream.set_display_matrix(display_matrix)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                if colorspace is not None:
+                    stream.codec_context.colorspace = colorspace
+            picture = av.VideoFrame.from_ndarray(frame, format="rgb24").reformat(format=pix_fmt)
+            if colorspace is not None:
+                picture.colorspace = colorspace
+            for packet in stream.encode(picture):
                 container.mux(packet)
         if stream is not None:
             for packet in stream.encode():

@@ -378,10 +378,15 @@ def codec_clips(tmp_path_factory: pytest.TempPathFactory, texture: np.ndarray) -
              for codec in ("h264", "hevc", "mpeg4")}
     clips["mp4v"] = write_video(folder / "mp4v.mp4", frames, 10, "mp4v")
     clips["mjpg"] = write_video(folder / "mjpg.avi", frames, 10, "MJPG")
+    clips["h264-10bit"] = write_video_pyav(folder / "h264_10.mp4", frames, 10, "h264",
+                                           pix_fmt="yuv420p10le")
+    clips["hevc-bt709"] = write_video_pyav(folder / "hevc_709.mp4", frames, 10, "hevc",
+                                           colorspace=1)
     return clips
 
 
-@pytest.mark.parametrize("codec", ["h264", "hevc", "mpeg4", "mp4v", "mjpg"])
+@pytest.mark.parametrize("codec", ["h264", "hevc", "mpeg4", "mp4v", "mjpg", "h264-10bit",
+                                   "hevc-bt709"])
 def test_fast_decoder_pixels_equal_opencv(codec_clips: dict[str, Path], codec: str) -> None:
     path = codec_clips[codec]
     info = probe_video(path)
@@ -402,7 +407,7 @@ def test_fast_decoder_pixels_equal_opencv(codec_clips: dict[str, Path], codec: s
         assert stats.sent == len(wanted)
     if codec == "mp4v":  # GOP of 12: the tail of a GOP after a wanted frame is not sent
         assert stats.sent < 0.7 * stats.packets
-    if codec in ("h264", "mpeg4"):
+    if codec in ("h264", "mpeg4", "h264-10bit"):
         assert stats.sent_nonref > 0
     # A targeted pass (no frame 0) gives the same pixels.
     some = wanted[3:6]
