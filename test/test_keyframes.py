@@ -719,7 +719,7 @@ def test_unreadable_video_names_the_path(tmp_path: Path) -> None:
         extract_keyframes_from_video(garbage)
 
 
-def test_cli_prints_indices_and_times(known_clips: dict[str, Path],
+def test_cli_prints_indices_and_times(known_clips: dict[str, Path], tmp_path: Path,
                                       capsys: pytest.CaptureFixture) -> None:
     clip = str(known_clips["static271"])
     assert cli_main([clip]) == 0
@@ -735,9 +735,21 @@ def test_cli_prints_indices_and_times(known_clips: dict[str, Path],
     # MJPEG through PyAV: only the ten wanted packets of 271 are decoded
     assert (data["packets_decoded"], data["packets_read"]) == (10, 271)
     # --fps 2: step int(30 / 2) = 15 -> 0, 15, ..., 270 = 19 sampled frames.
-    assert cli_main([clip, "--json", "--fps", "2", "--opencv-only"]) == 0
+    assert cli_main([clip, "--json", "--fps", "2", "--decoder", "sequential"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["n_sampled"] == 19 and data["decode_strategy"] == "sequential"
+    # OpenCV's raw Motion-JPEG packets: same key frames, only the wanted packets decoded.
+    assert cli_main([clip, "--json", "--decoder", "intra"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["decode_strategy"] == "intra" and data["sampled_indices"] == [0, 1, 5, 9]
+    assert (data["packets_decoded"], data["packets_read"]) == (10, 271)
+    # intra on a non-MJPEG file: not usable, plain OpenCV takes over (and says why)
+    view = cv2.cvtColor(read_first_frame(clip), cv2.COLOR_BGR2RGB)
+    mp4v = write_video(tmp_path / "mp4v.mp4", [view] * 40, 10, "mp4v")
+    assert cli_main([str(mp4v), "--json", "--decoder", "intra"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["decode_strategy"] == "sequential" and data["sampled_indices"] == [0, 1, 3, 4]
+    assert len(data["fallbacks"]) == 1 and data["fallbacks"][0].startswith("intra: not Motion-JPEG")
 
 
 def test_cli_errors_exit_2(tmp_path: Path, known_clips: dict[str, Path],
@@ -747,3 +759,6 @@ def test_cli_errors_exit_2(tmp_path: Path, known_clips: dict[str, Path],
     assert cli_main([str(known_clips["static271"]), "--threshold", "3"]) == 2
     assert "overlap_threshold" in capsys.readouterr().err
     assert cli_main([str(known_clips["static271"]), "--min", "x"]) == 2
+    assert cli_main([str(known_clips["static271"]), "--decoder", "gpu"]) == 2
+    with pytest.raises(InvalidRequestError, match="unknown decoder"):
+        extract_keyframes_from_video(known_clips["static271"], decoder="gpu")

@@ -662,6 +662,9 @@ def _select_stream(
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()  # release the decoder now, also when selection stopped early
     return out
 
 
@@ -688,6 +691,7 @@ def extract_keyframes_from_video(
     return_images: bool = False,
     fast_decode: bool = True,
     workers: int | None = None,
+    decoder: str = "auto",
 ) -> VideoKeyFrames:
     """The reference's final key frames of a video file (rules 1-5), in one streaming pass.
 
@@ -695,6 +699,8 @@ def extract_keyframes_from_video(
       OpenCV's raw Motion-JPEG packets, then plain OpenCV grab()/retrieve(); a strategy
       that cannot guarantee OpenCV's exact frames for this file hands over to the next (the
       pass restarts; `fallbacks` says why). False: plain OpenCV only.
+    - decoder: "auto" (the order above) or one strategy ("pyav", "intra", "sequential") to
+      try first, with plain OpenCV behind it.
     - workers: ORB threads (default: all usable CPUs; 1 = no pool); the PyAV decoder uses
       half as many threads (at least 1).
     - return_images: also return the final key frames as RGB arrays. Key-frame images are
@@ -710,7 +716,8 @@ def extract_keyframes_from_video(
     n_workers = default_workers() if workers is None else int(workers)
     if n_workers < 1:
         raise InvalidRequestError(f"workers must be >= 1, got {workers!r}")
-    info, frame0 = probe_video_and_first_frame(path, read_first=fast_decode)
+    strategies = strategies_for(fast_decode, decoder)
+    info, frame0 = probe_video_and_first_frame(path, read_first=strategies[0] != "sequential")
     step = sampling_step(info.fps, params.sample_fps)
     wanted = reference_sample_indices(info.frame_count, step)
     if not wanted:
@@ -724,7 +731,7 @@ def extract_keyframes_from_video(
     fallbacks: list[str] = []
     selection: _Selection | None = None
     strategy = ""
-    for strategy in strategies_for(fast_decode):
+    for strategy in strategies:
         reader = make_reader(strategy, info, wanted, first_frame,
                              threads=decoder_threads(n_workers))
         try:

@@ -41,8 +41,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="frames examined per second of video: every int(video_fps / FPS)-th "
                         f"frame plus the last (default {defaults.sample_fps:g}, the reference's "
                         "int(video_fps) step; 0 = every frame)")
-    parser.add_argument("--opencv-only", action="store_true",
-                        help="decode with OpenCV only (no PyAV fast path); same results, slower")
+    parser.add_argument("--decoder", default="auto",
+                        choices=["auto", "pyav", "intra", "sequential"],
+                        help="how to decode: auto (PyAV, then OpenCV's raw Motion-JPEG packets, "
+                        "then plain OpenCV), or one of them first with plain OpenCV behind it; "
+                        "every choice gives the same key frames (default auto)")
     parser.add_argument("--workers", type=int, default=None,
                         help="threads for ORB features (default: all usable CPUs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -64,8 +67,7 @@ def main(argv: list[str]) -> int:
             max_keyframes=args.max_keyframes,
         )
         result = extract_keyframes_from_video(args.video, params,
-                                              fast_decode=not args.opencv_only,
-                                              workers=args.workers)
+                                              decoder=args.decoder, workers=args.workers)
     except EmbodiedRError as exc:
         print(f"embodied-r keyframes: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

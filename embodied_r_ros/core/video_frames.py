@@ -147,9 +147,17 @@ def read_first_frame(path: str | Path) -> np.ndarray | None:
     return image if ok else None
 
 
-def strategies_for(fast: bool) -> tuple[str, ...]:
-    """Strategies to try in order: all of them, or only the plain OpenCV one."""
-    return STRATEGIES if fast else ("sequential",)
+def strategies_for(fast: bool, decoder: str = "auto") -> tuple[str, ...]:
+    """Strategies to try, in order. decoder "auto": all of STRATEGIES; one of them: that one,
+    then "sequential" if it cannot be used. fast=False: "sequential" only."""
+    if decoder != "auto" and decoder not in STRATEGIES:
+        raise InvalidRequestError(
+            f"unknown decoder {decoder!r}; use auto or one of {', '.join(STRATEGIES)}")
+    if not fast or decoder == "sequential":
+        return ("sequential",)
+    if decoder == "auto":
+        return STRATEGIES
+    return (decoder, "sequential")
 
 
 @dataclass
