@@ -35,9 +35,10 @@ Exact rules, as the reference runs them on a video file:
 
 `select_keyframes` applies 2-5 to frames already sampled; `extract_keyframes_from_video`
 applies 1-5 to a video file and returns exactly the reference's final indices. It decodes
-only what the sampled frames need (see `video_frames`), computes ORB features for several
-sampled frames at once on a thread pool while decisions are taken in order on the calling
-thread, and holds a bounded number of decoded frames.
+only what the sampled frames need (see `video_frames`) on a background thread, computes
+ORB features for several sampled frames at once on a thread pool while decisions are taken
+in order on the calling thread, and holds a bounded number of decoded frames (at most
+2 waiting for ORB, 2 * workers + 1 waiting for a decision).
 
 Live stream differences (robot): frames are thinned by `FrameRateSampler`, which uses the
 frames' header stamps (1 Hz of stream time) instead of frame numbers, since a live stream
@@ -55,6 +56,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import queue
 import threading
 import time
 from collections import deque
@@ -603,6 +605,56 @@ class _Selection:
     select_s: float
 
 
+class _Prefetch:
+    """Runs a frame iterator on a background thread and hands its items over through a
+    bounded queue (decoding overlaps selection; at most `depth` decoded frames wait).
+    Exceptions of the iterator are raised again by `get`."""
+
+    _END = object()
+
+    def __init__(self, frames: Iterator[tuple[int, np.ndarray]], depth: int) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(frames,), daemon=True,
+                                        name="keyframes-decode")
+        self._thread.start()
+
+    def _put(self, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, frames: Iterator[tuple[int, np.ndarray]]) -> None:
+        try:
+            for item in frames:
+                if not self._put(item):
+                    return
+            self._put((self._END, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            self._put((self._END, exc))
+        finally:
+            close = getattr(frames, "close", None)
+            if close is not None:
+                close()
+
+    def get(self) -> tuple[int, np.ndarray] | None:
+        """The next item, None at the end; re-raises the iterator's exception."""
+        item = self._queue.get()
+        if item[0] is self._END:
+            if item[1] is not None:
+                raise item[1]
+            return None
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _select_stream(
     frames: Iterator[tuple[int, np.ndarray]],
     params: KeyFrameParams,
@@ -640,10 +692,11 @@ def _select_stream(
             elif out.cache is not None and decision.is_keyframe:
                 out.cache[position] = rgb
 
+    prefetch = _Prefetch(frames, depth=2) if pool is not None else None
     try:
         while True:
             t0 = time.perf_counter()
-            item = next(frames, None)
+            item = prefetch.get() if prefetch is not None else next(frames, None)
             out.decode_s += time.perf_counter() - t0
             if item is None:
                 break
@@ -660,11 +713,14 @@ def _select_stream(
         while pending:
             settle()
     finally:
+        if prefetch is not None:
+            prefetch.close()  # stops the decoding thread, which closes the reader
+        else:
+            close = getattr(frames, "close", None)
+            if close is not None:
+                close()  # release the decoder now, also when selection stopped early
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-        close = getattr(frames, "close", None)
-        if close is not None:
-            close()  # release the decoder now, also when selection stopped early
     return out
 
 
