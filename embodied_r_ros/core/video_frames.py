@@ -485,9 +485,9 @@ class PyAVReader(SampledReader):
         last_yielded = -1
         try:
             stream = container.streams.video[0]
+            stream.codec_context.thread_count = self.threads  # 1: no decoder threads at all
             if self.threads != 1:
-                stream.thread_type = "AUTO"
-                stream.codec_context.thread_count = self.threads
+                stream.thread_type = "AUTO"  # frame and slice threading
             ctx = stream.codec_context
             skip = "DEFAULT"
             i = 0
