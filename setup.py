@@ -36,6 +36,7 @@ setup(
     install_requires=[
         "numpy>=1.24",
         "opencv-python-headless>=4.8",
+        "av>=14",
         "pyyaml>=6",
         "tqdm>=4.60",
         "httpx>=0.27",

@@ -36,7 +36,7 @@ from embodied_r_ros.core.errors import (
     NoKeyFramesError,
 )
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent, KeyFrameTracker
-from embodied_r_ros.core.keyframes import KeyFrameParams, apply_count_rule
+from embodied_r_ros.core.keyframes import KeyFrameParams, apply_count_rule, reference_count_rule
 from embodied_r_ros.core.memory import EpisodeMemory
 from embodied_r_ros.core.perception_worker import (
     MotionSource,
@@ -317,8 +317,10 @@ class EmbodiedRPipeline:
         by_sampled.update({i: f.image for i, f in ring})
         positions = [e.sampled_index for e in self._keyframe_images]
         n_sampled = self.tracker.n_sampled
-        chosen = apply_count_rule(positions, n_sampled, self.kf_params.min_keyframes,
-                                  self.kf_params.max_keyframes)
+        # The paper's mode uses the reference's count rule (docs/method.md §2), padding a
+        # short episode with sampled frames from the ring.
+        chosen = reference_count_rule(positions, n_sampled, self.kf_params.min_keyframes,
+                                      self.kf_params.max_keyframes)
         missing = [i for i in chosen if i not in by_sampled]
         if missing:
             LOG.warning("%d frame(s) picked by the count rule are older than the sampled-frame "
