@@ -1,12 +1,13 @@
 # Entry points. Each target sets up first (idempotent; seconds when already done).
 #   make demo   the whole node graph on the bundled synthetic sample
-#   make test   the test suite
+#   make test   the test suite (everything; what CI runs)
+#   make test-quick  the suite without the slow tests (graphs over DDS, training)
 #   make setup  only the setup (.venv, pinned deps, colcon build)
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test bench-keyframes clean
+.PHONY: setup demo test test-quick lint bench-keyframes clean
 
 setup:
 	bash scripts/setup.sh
@@ -16,6 +17,9 @@ demo: setup
 
 test: setup
 	$(ENV) python -m pytest test $(PYTEST_ARGS)
+
+test-quick: setup
+	$(ENV) python -m pytest test -m "not slow" $(PYTEST_ARGS)
 
 bench-keyframes: setup
 	$(ENV) python -m bench.bench_keyframes --minutes 1
