@@ -59,8 +59,10 @@ def reference_corners(width: int, height: int) -> np.ndarray:
 def to_int32_like_reference(points: np.ndarray) -> np.ndarray:
     """numpy's int32 cast of float32 points: truncation, no clamping (non-finite and
     out-of-range values become INT32_MIN on x86), shape (4, 2)."""
+    # np.asarray(..., np.int32) performs the same unsafe C cast as the reference's
+    # np.int32([...]) (test_keyframes checks both on NaN, inf and out-of-range values).
     with np.errstate(invalid="ignore", over="ignore"):
-        return np.int32([np.asarray(points, dtype=np.float32).reshape(-1, 2)])[0]
+        return np.asarray(np.asarray(points, dtype=np.float32).reshape(-1, 2)).astype(np.int32)
 
 
 def project_corners(homography: np.ndarray, width: int, height: int) -> np.ndarray:

@@ -159,9 +159,10 @@ class KeyFrameParams:
 
 
 def _check_counts(min_keyframes: object, max_keyframes: object) -> None:
-    if not _is_int(min_keyframes) or min_keyframes < 1:
+    if not isinstance(min_keyframes, (int, np.integer)) or not _is_int(min_keyframes) or min_keyframes < 1:
         raise InvalidRequestError(f"min_keyframes must be an integer >= 1, got {min_keyframes!r}")
-    if not _is_int(max_keyframes) or max_keyframes < max(2, min_keyframes):
+    if (not isinstance(max_keyframes, (int, np.integer)) or not _is_int(max_keyframes)
+            or max_keyframes < max(2, int(min_keyframes))):
         raise InvalidRequestError(
             f"max_keyframes must be an integer >= max(2, min_keyframes), got {max_keyframes!r}"
         )
@@ -323,7 +324,7 @@ def detect_features(gray: np.ndarray, orb: cv2.ORB) -> FrameFeatures:
     except cv2.error:
         return FrameFeatures(_EMPTY_POINTS, None, width, height, usable=False)
     if keypoints:
-        points = np.asarray(cv2.KeyPoint_convert(keypoints), np.float32).reshape(-1, 2)
+        points = np.asarray(cv2.KeyPoint.convert(keypoints), np.float32).reshape(-1, 2)
     else:
         points = _EMPTY_POINTS
     return FrameFeatures(points, descriptors, width, height)
@@ -336,7 +337,7 @@ def detect_features_threadsafe(gray: np.ndarray) -> FrameFeatures:
     """`detect_features` with one ORB detector per thread (for worker pools)."""
     orb = getattr(_THREAD_ORB, "orb", None)
     if orb is None:
-        orb = _THREAD_ORB.orb = cv2.ORB_create()
+        orb = _THREAD_ORB.orb = cv2.ORB.create()
     return detect_features(gray, orb)
 
 
@@ -354,7 +355,7 @@ class StreamingKeyFrameSelector:
 
     def __init__(self, params: KeyFrameParams | None = None) -> None:
         self.params = params if params is not None else KeyFrameParams()
-        self._orb = cv2.ORB_create()
+        self._orb = cv2.ORB.create()
         self._matcher = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
         self.reset()
 

@@ -332,7 +332,7 @@ class EmbodiedRPipeline:
         """Stop perception, fail waiting questions and release both models."""
         self.questions.interrupt(CancelledError("the pipeline is shutting down"))
         self.worker.stop()
-        models = [self.perceiver, self.reasoner]
+        models: list[Perceiver | Reasoner] = [self.perceiver, self.reasoner]
         if self.judge is not None and self.judge is not self.reasoner:
             models.append(self.judge)
         for model in models:

@@ -8,6 +8,7 @@ parses the reply into think text, answer and option letter. Every outcome is an
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -151,23 +152,24 @@ class QuestionAnswerer:
         choices = dict(parse_choices(question_text))
         letters = "".join(choices) if choices else OPTION_LETTERS
         parsed = parse_reasoning_output(raw, valid_letters=letters)
-        common = dict(raw_output=raw, reasoning=parsed.think, keyframes_used=len(used),
-                      episode_id=episode_id, timing=timing, messages=messages)
+        base = AnswerResult(success=False, raw_output=raw, reasoning=parsed.think,
+                            keyframes_used=len(used), episode_id=episode_id, timing=timing,
+                            messages=messages)
         if choices:
             if parsed.letter is None:
-                return AnswerResult(
-                    success=False, error_code=ErrorCode.UNPARSEABLE_ANSWER,
+                return dataclasses.replace(
+                    base, error_code=ErrorCode.UNPARSEABLE_ANSWER, answer=parsed.answer,
                     message="the reasoning model gave no option letter "
                             f"({', '.join(choices)}); raw_output holds its reply. With a "
                             "trained reasoning model this is rare; untrained/tiny models "
-                            "produce it often", answer=parsed.answer, **common)
-            return AnswerResult(success=True, answer=parsed.letter,
-                                answer_text=choices.get(parsed.letter, ""),
-                                message="ok" if parsed.well_formed else
-                                "answered, but the reply was not in <think>/<answer> form",
-                                **common)
+                            "produce it often")
+            return dataclasses.replace(
+                base, success=True, answer=parsed.letter,
+                answer_text=choices.get(parsed.letter, ""),
+                message="ok" if parsed.well_formed else
+                "answered, but the reply was not in <think>/<answer> form")
         if not parsed.answer.strip():
-            return AnswerResult(success=False, error_code=ErrorCode.UNPARSEABLE_ANSWER,
-                                message="the reasoning model gave an empty answer; raw_output "
-                                        "holds its reply", **common)
-        return AnswerResult(success=True, answer=parsed.answer.strip(), message="ok", **common)
+            return dataclasses.replace(base, error_code=ErrorCode.UNPARSEABLE_ANSWER,
+                                       message="the reasoning model gave an empty answer; "
+                                               "raw_output holds its reply")
+        return dataclasses.replace(base, success=True, answer=parsed.answer.strip(), message="ok")
