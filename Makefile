@@ -7,7 +7,7 @@ SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-quick lint bench-keyframes clean
+.PHONY: setup demo test test-quick colcon-test lint bench-keyframes clean
 
 setup:
 	bash scripts/setup.sh
@@ -17,6 +17,13 @@ demo: setup
 
 test: setup
 	$(ENV) python -m pytest test $(PYTEST_ARGS)
+
+# The suite through colcon (ament_cmake_pytest), as ROS developers run it.
+colcon-test: setup
+	$(ENV) cd .ros_ws && colcon --log-base log build --base-paths src --cmake-args -DBUILD_TESTING=ON \
+	  -DPython3_EXECUTABLE=$$VIRTUAL_ENV/bin/python > last_test_build.log 2>&1 && \
+	  colcon --log-base log test --base-paths src --packages-select embodied_r_ros \
+	  --event-handlers console_direct+ && colcon --log-base log test-result --verbose
 
 test-quick: setup
 	$(ENV) python -m pytest test -m "not slow" $(PYTEST_ARGS)

@@ -58,7 +58,7 @@ def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # slow: starts node graphs, trains, or pushes thousands of frames (`make test-quick`
 # runs everything but these; CI and `make test` run all).
 SLOW_MODULES = {"test_training_grpo", "test_training_dry_run", "test_memory_bounds",
-                "test_model_server_outage", "test_dds_profile"}
+                "test_model_server_outage", "test_dds_profile", "test_colcon_test"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
