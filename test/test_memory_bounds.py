@@ -58,3 +58,19 @@ def test_thousands_of_frames_keep_memory_flat(policy: str) -> None:
         assert answer.success and answer.keyframes_used <= params["keyframes.max_keyframes"]
     finally:
         pipeline.close()
+
+
+def test_restart_policy_time_budget_starts_new_episodes_and_announces_them() -> None:
+    announced: list[tuple[str, str, str]] = []
+    params = cfg.validate({"episode.policy": "restart", "episode.max_keyframes": 1000,
+                           "episode.max_duration_s": 10.0})
+    pipeline = EmbodiedRPipeline(params, CountingPerceiver(), ScriptedReasoner("ok"),
+                                 on_episode=lambda *e: announced.append(e))
+    try:
+        push(pipeline, views(6), 0, 70)  # 35 s of stream time, 10 s per episode
+        assert [reason for _, _, reason in announced] == ["budget"] * 3
+        assert all(new != old for new, old, _ in announced)
+        assert announced[-1][0] == pipeline.episode_id
+        assert pipeline.status().frames_sampled <= 10  # the current episode only
+    finally:
+        pipeline.close()

@@ -36,7 +36,11 @@ from embodied_r_ros.core.errors import (
     NoKeyFramesError,
 )
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent, KeyFrameTracker
-from embodied_r_ros.core.keyframes import KeyFrameParams, apply_count_rule, reference_count_rule
+from embodied_r_ros.core.keyframes import (
+    KeyFrameParams,
+    apply_count_rule,
+    reference_count_rule,
+)
 from embodied_r_ros.core.memory import EpisodeMemory
 from embodied_r_ros.core.perception_worker import (
     MotionSource,
@@ -49,7 +53,13 @@ from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswere
 from embodied_r_ros.core.question_limits import QuestionLimits, check_request
 from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
 from embodied_r_ros.core.reasoning_prompts import format_question
-from embodied_r_ros.core.types import Frame, FrameDescription, GenerationSettings, TimingInfo
+from embodied_r_ros.core.stamps import EpisodeBudget
+from embodied_r_ros.core.types import (
+    Frame,
+    FrameDescription,
+    GenerationSettings,
+    TimingInfo,
+)
 
 LOG = logging.getLogger("embodied_r_ros.pipeline")
 
@@ -124,7 +134,7 @@ class EmbodiedRPipeline:
                  on_episode: Callable[[str, str, str], None] | None = None) -> None:
         self.params = dict(params)
         self.on_episode = on_episode  # (new episode, previous, reason)
-        self._episode_start_s: float | None = None
+        self.budget = EpisodeBudget.from_params(params)
         self.prompts = load_prompt_set(params["prompts.file"])
         self.perceiver = perceiver
         self.reasoner = reasoner
@@ -160,7 +170,7 @@ class EmbodiedRPipeline:
                      frame_id: str = "") -> KeyFrameEvent | None:
         """A decoded frame that `offer_frame` accepted."""
         with self._lock:
-            if self._budget_spent(stamp_s):
+            if self.budget.spent(self.tracker.n_keyframes, stamp_s):
                 self.reset(reason="budget")
             event = self.tracker.push_sampled(Frame(image=image, stamp_s=stamp_s, index=index,
                                                     frame_id=frame_id))
@@ -178,16 +188,6 @@ class EmbodiedRPipeline:
     @staticmethod
     def _window(params: Mapping[str, Any]) -> int:
         return params["episode.max_keyframes"] if params["episode.policy"] == "window" else 0
-
-    def _budget_spent(self, stamp_s: float) -> bool:
-        """'restart' policy: this episode reached its key-frame or time budget."""
-        if self.params["episode.policy"] != "restart":
-            return False
-        if self._episode_start_s is None:
-            self._episode_start_s = stamp_s
-        limit = self.params["episode.max_duration_s"]
-        return (self.tracker.n_keyframes >= self.params["episode.max_keyframes"]
-                or (limit > 0 and stamp_s - self._episode_start_s >= limit))
 
     def _accept(self, event: KeyFrameEvent) -> None:
         if self.on_keyframe is not None:
@@ -213,7 +213,7 @@ class EmbodiedRPipeline:
             self.tracker.reset()
             self.worker.reset(self.episode_id)
             self._keyframe_images.clear()
-            self._episode_start_s = None
+            self.budget.restart()
             new = self.episode_id
         if self.on_episode is not None:
             self.on_episode(new, old, reason)
