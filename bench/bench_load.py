@@ -177,6 +177,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "answer_p50_s": round(percentile([a.total_s for a in ok], 50), 3),
         "answer_p95_s": round(percentile([a.total_s for a in ok], 95), 3),
         "median_reasoning_s": round(statistics.median([a.reasoning_s for a in ok]), 3) if ok else None,
+        "rss_mb_by_minute": {f"{t / 60:.0f}": round(r, 1) for t, r, _ in samples
+                             if abs(t % 60) < 5.0},
     }
 
 

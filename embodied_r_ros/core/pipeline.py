@@ -30,7 +30,6 @@ from embodied_r_ros.core import config as cfg
 from embodied_r_ros.core.backends.base import Perceiver, Reasoner, TextCallback
 from embodied_r_ros.core.description_wait import collect_descriptions
 from embodied_r_ros.core.errors import (
-    CancelledError,
     EpisodeResetError,
     InvalidRequestError,
     NoKeyFramesError,
@@ -330,7 +329,7 @@ class EmbodiedRPipeline:
 
     def close(self) -> None:
         """Stop perception, fail waiting questions and release both models."""
-        self.questions.interrupt(CancelledError("the pipeline is shutting down"))
+        self.questions.close()
         self.worker.stop()
         models: list[Perceiver | Reasoner] = [self.perceiver, self.reasoner]
         if self.judge is not None and self.judge is not self.reasoner:

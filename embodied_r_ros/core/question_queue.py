@@ -8,7 +8,7 @@ Rules (the robot's contract; test_question_queue.py checks each):
   callback and the ticket is handed to `run()`).
 * Questions are answered one at a time, first come first served (the models and the GPU
   memory they use are never shared by two questions).
-* The handler runs on a worker thread; the caller waits at most until the question's
+* The handler runs on the queue's answering thread; the caller waits at most until the question's
   deadline (plus `grace_s`), so a ROS service or action callback never holds an executor
   thread past its timeout, whatever the model does. A late handler is told to stop and
   keeps its place at the head of the queue until it really returns, so the next question
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -94,6 +95,31 @@ class QuestionQueue:
         self._tickets: deque[Ticket] = deque()  # head = the question being answered
         self._counter = 0
         self.rejected = 0
+        # One answering thread for the queue's lifetime (questions run one at a time, so
+        # one is enough; a persistent thread keeps per-thread allocations from piling up).
+        self._jobs: queue.SimpleQueue[tuple[Handler, float, TimingInfo, Ticket] | None] = (
+            queue.SimpleQueue())
+        self._worker: threading.Thread | None = None
+
+    def _submit(self, handler: Handler, deadline: float, timing: TimingInfo, ticket: Ticket) -> None:
+        with self._cond:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._answering_loop,
+                                                name="question-answering", daemon=True)
+                self._worker.start()
+        self._jobs.put((handler, deadline, timing, ticket))
+
+    def _answering_loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            self._work(*job)
+
+    def close(self) -> None:
+        """Fail what is in progress and stop the answering thread."""
+        self.interrupt(CancelledError("the question queue is closing"))
+        self._jobs.put(None)
 
     # -- admission ------------------------------------------------------------------------
     def admit(self) -> Ticket | None:
@@ -159,9 +185,7 @@ class QuestionQueue:
         if waited is not None:
             return self._finish(AnswerResult.failure(waited, episode_id=episode_id, timing=timing),
                                 start)
-        worker = threading.Thread(target=self._work, args=(handler, deadline, timing, ticket),
-                                  name=f"question-{ticket.number}", daemon=True)
-        worker.start()
+        self._submit(handler, deadline, timing, ticket)
         while True:
             remaining = deadline + self.grace_s - time.monotonic()
             if ticket._finished.wait(timeout=max(0.0, min(remaining, 0.05))):

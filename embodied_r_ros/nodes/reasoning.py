@@ -150,6 +150,8 @@ class ReasoningNode(ManagedNode):
                 self.judge.close()
         if self.questions is not None:
             self.questions.destroy()
+        if self.questions_queue is not None:
+            self.questions_queue.close()
         self.answerer = self.questions = self.questions_queue = None
         with self._lock:
             self._stores.clear()
