@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embodied_r_ros.core.append_only import AppendOnlyJsonl
 from embodied_r_training.data import (
     group_by_video,
     read_jsonl,
@@ -59,41 +60,8 @@ UNIT_SEP = "::"
 
 
 # --------------------------------------------------------------------------- stores
-class AppendOnlyJsonl:
-    """A JSONL file that only grows. Each `append_many` writes whole lines, then flushes
-    and fsyncs; reading skips a trailing partial line left by a killed writer."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-
-    def read(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        rows = []
-        with open(self.path, encoding="utf-8") as handle:
-            for line in handle:
-                if not line.endswith("\n"):
-                    break  # cut short by a crash: the work it held is redone
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    log.warning("%s: skipping an unreadable line", self.path)
-        return rows
-
-    def append_many(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        payload = "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in rows)
-        if not payload:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a+b") as handle:
-            handle.seek(0, os.SEEK_END)
-            if handle.tell() > 0:
-                handle.seek(-1, os.SEEK_END)
-                if handle.read(1) != b"\n":
-                    handle.write(b"\n")  # end the partial line so it stays unreadable alone
-            handle.write(payload.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
+# AppendOnlyJsonl (crash-safe, append-only JSONL) lives in the core: replay evaluation
+# uses the same store.
 
 
 @dataclass
