@@ -139,18 +139,25 @@ class ReplayClient(GraphClient):
         return self.ask(item.question, item.choices, timeout_s)
 
     def wait_for_frames(self, received: int, sampled: int | None = None,
-                        timeout_s: float = 30.0) -> tuple[int, int]:
+                        timeout_s: float = 30.0, settle_s: float = 3.0) -> tuple[int, int]:
         """Wait until the graph's status counts `received` camera frames (and `sampled`
         sampled ones, when given) in the current episode, so a question asked next sees
-        the whole replay. Returns the counts last seen (fewer on timeout: frames lost)."""
+        the whole replay. Gives up after `timeout_s`, or when the counts have not moved
+        for `settle_s` (frames lost in transport never arrive). Returns the counts last
+        seen."""
         deadline = time.monotonic() + timeout_s
+        last: tuple[int, int] | None = None
+        moved = time.monotonic()
         while True:
             status = self.status()
-            got, kept = int(status.frames_received), int(status.frames_sampled)
-            if got >= received and (sampled is None or kept >= sampled):
-                return got, kept
-            if time.monotonic() > deadline:
-                return got, kept
+            counts = (int(status.frames_received), int(status.frames_sampled))
+            if counts[0] >= received and (sampled is None or counts[1] >= sampled):
+                return counts
+            now = time.monotonic()
+            if counts != last:
+                last, moved = counts, now
+            if now > deadline or now - moved > settle_s:
+                return counts
             time.sleep(0.05)
 
     def wait_for_prompts(self, count: int, timeout_s: float = 5.0) -> bool:
