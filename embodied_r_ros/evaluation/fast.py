@@ -117,6 +117,7 @@ class FastReplay:
         for item in items:
             result = pipeline.ask(item.question, item.choices, timeout_s=timeout_s)
             out = QuestionResult.from_answer(item, bag_key, self.mode, result)
+            note_empty_bag(out, record, bag_path)
             record.questions_asked += 1
             if on_result is not None:
                 on_result(out)
@@ -135,9 +136,9 @@ class FastReplay:
         self.pipeline.close()
 
 
-def bag_failure(items: Sequence[QuestionItem], bag_key: str, mode: str, error: Exception
-                ) -> list[QuestionResult]:
-    """Results for the questions of a bag that could not be replayed (not stored: a
-    resumed run tries the bag again)."""
-    code = error.code if isinstance(error, EmbodiedRError) else ErrorCode.INTERNAL
-    return [QuestionResult.failed(i, bag_key, mode, code, str(error)) for i in items]
+def note_empty_bag(result: QuestionResult, record: EpisodeRecord, bag_path: Any) -> None:
+    """Say in a NO_KEYFRAMES failure that the bag itself had no camera frame."""
+    if result.error_code == ErrorCode.NO_KEYFRAMES and record.frames_published == 0:
+        topic = record.read.get("topic", "")
+        result.message = (f"{bag_path}: the bag has no camera frames on {topic} (a zero-length "
+                          f"bag), so there is nothing to answer from ({result.message})")

@@ -27,6 +27,7 @@ from typing import Any
 from embodied_r_ros.core.errors import EmbodiedRError, ErrorCode
 from embodied_r_ros.core.keyframes import FrameRateSampler
 from embodied_r_ros.evaluation.episode import DescriptionRecord, EpisodeRecord, KeyFrameRecord
+from embodied_r_ros.evaluation.fast import note_empty_bag
 from embodied_r_ros.evaluation.questions import QuestionItem
 from embodied_r_ros.evaluation.results import QuestionResult
 from embodied_r_ros.sample_data.bag_io import BagReadReport, iter_bag_frames, read_odometry
@@ -159,6 +160,7 @@ class LiveReplay:
                 keyframes_used=response.keyframes_used, episode_id=response.episode_id,
                 perception_s=float(response.perception_s),
                 reasoning_s=float(response.reasoning_s), total_s=float(response.total_s))
+            note_empty_bag(out, record, bag_path)
             record.questions_asked += 1
             if on_result is not None:
                 on_result(out)
