@@ -128,13 +128,16 @@ def name_stem(name: str) -> str:
 
 def find_bags(folder: str | Path) -> dict[str, Path]:
     """Every rosbag2 bag (a folder with a metadata.yaml) under `folder`, keyed by its path
-    relative to `folder` (posix form), sorted."""
+    relative to `folder` (posix form), sorted; folders whose name starts with "." are
+    skipped."""
     root = Path(folder)
     if not root.is_dir():
         raise InvalidRequestError(f"bag folder {root} does not exist or is not a folder")
     bags = {}
     for meta in sorted(root.rglob("metadata.yaml")):
         bag = meta.parent
+        if any(part.startswith(".") for part in bag.relative_to(root).parts):
+            continue  # hidden: e.g. bags that video2bag is still writing
         rel = "." if bag == root else bag.relative_to(root).as_posix()
         bags[rel] = bag
     if not bags:
