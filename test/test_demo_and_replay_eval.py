@@ -154,6 +154,18 @@ def test_folder_of_bags_each_its_own_episode(tmp_path: Path, tiny_models, capsys
     summary = json.loads(out.read_text())
     assert summary["bags"] == 2 and summary["questions"] == 4
 
+    # Two bags at once on two processes: the same episodes and answers.
+    par = tmp_path / "eval" / "parallel.json"
+    assert replay_eval.main([*argv[:-1], str(par), "--jobs", "2"]) == 0
+    assert "on 2 processes" in capsys.readouterr().out
+    par_results = {r["question_id"]: r for r in _jsonl(par.with_suffix(".results.jsonl"))}
+    for r in results:
+        assert par_results[r["question_id"]]["raw_output"] == r["raw_output"]
+        assert par_results[r["question_id"]]["prompt"] == r["prompt"]
+    par_episodes = {e["bag"]: e for e in _jsonl(par.with_suffix(".episodes.jsonl"))}
+    assert ({b: e["keyframes"] for b, e in par_episodes.items()}
+            == {b: e["keyframes"] for b, e in episodes.items()})
+
     # A name matching two bags by stem ("sample") is refused, naming both.
     ambiguous = tmp_path / "ambiguous.json"
     ambiguous.write_text(json.dumps([{**records[0], "bag": "", "video_id": "sample.mp4"}]))

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r_ros.core.append_only import AppendOnlyJsonl
+from embodied_r_ros.core.shards import available_cores
 from embodied_r_training.data import (
     group_by_video,
     read_jsonl,
@@ -188,14 +189,6 @@ def _extract_job(ref: Any, cache_dir: str, keep: bool, params: Any) -> tuple[dic
         "seconds": kf.seconds,
     }
     return row, list(kf.images), materialiser.extracted > 0
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on (affinity / cgroup aware where the OS says)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 class _KeyFrameStage:

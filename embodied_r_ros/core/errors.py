@@ -57,6 +57,10 @@ class BagError(InvalidRequestError):
     def __init__(self, path: object, message: str) -> None:
         super().__init__(f"{path}: {message}")
         self.path = str(path)
+        self.detail = message
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.path, self.detail))  # picklable across processes
 
 
 class NoKeyFramesError(EmbodiedRError):

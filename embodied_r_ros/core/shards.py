@@ -53,3 +53,14 @@ def parse_shard(text: str) -> Shard:
         return Shard(int(left), int(right))
     except ValueError:
         raise InvalidRequestError(f"--shard takes I/N (e.g. 0/4), got {text!r}") from None
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one): the
+    default size of the process pools that use "every core"."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)

@@ -39,7 +39,7 @@ from embodied_r_ros.core.errors import BagError, EmbodiedRError, ErrorCode
 from embodied_r_ros.evaluation import models as model_setup
 from embodied_r_ros.evaluation.questions import QuestionItem, assign_to_bags, find_bags, load_questions
 from embodied_r_ros.evaluation.results import QuestionResult, ResultStore, summarize, write_reports
-from embodied_r_ros.core.shards import Shard, parse_shard
+from embodied_r_ros.core.shards import Shard, available_cores, parse_shard
 
 LOG = logging.getLogger("embodied_r_ros.evaluation")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -92,6 +92,9 @@ def build_parser(prog: str = "embodied-r replay-eval") -> argparse.ArgumentParse
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per question")
     p.add_argument("--startup-timeout", type=float, default=180.0,
                    help="live mode: seconds to wait for the nodes to load their models")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="fast mode: replay this many bags at once on as many processes, each "
+                        "loading the models (0 = every core); best with the openai backend")
     p.add_argument("--shard", type=shard_arg, default=None, metavar="I/N",
                    help="evaluate only shard I of N (bags split deterministically by name)")
     p.add_argument("--allow-missing", action="store_true",
@@ -197,7 +200,24 @@ def evaluate(args: argparse.Namespace) -> int:
         print(f"== skipped: {len(missing)} bag name(s) not in the folder: {', '.join(missing[:5])}")
     bag_errors: dict[str, str] = {}
     started = time.monotonic()
-    if todo:
+    jobs = args.jobs if args.jobs > 0 else available_cores()
+    if jobs > 1 and args.mode != "fast":
+        raise EmbodiedRError("--jobs needs --mode fast (the live mode replays into one graph)",
+                             code=ErrorCode.INVALID_REQUEST)
+    jobs = min(jobs, len(todo))
+    if jobs > 1:
+        from embodied_r_ros.evaluation.parallel import run_parallel
+
+        def bag_failed(key: str, exc: Exception) -> None:
+            bag_errors[key] = str(exc)
+            print(f"== {key}: cannot be replayed: {exc}", file=sys.stderr)
+
+        print(f"== replaying {len(todo)} bags on {jobs} processes")
+        run_parallel(params, bags, todo, jobs,
+                     {"topic": args.topic, "stamps": args.stamps,
+                      "reorder_window": args.reorder_window, "timeout_s": args.timeout},
+                     on_result=store.add, on_episode=store.add_episode, on_bag_error=bag_failed)
+    elif todo:
         with make_runner(args, params, overrides) as runner:
             for n, (key, items) in enumerate(todo.items(), 1):
                 print(f"== [{n}/{len(todo)}] {key}: {len(items)} question(s)")
