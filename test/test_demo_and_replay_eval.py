@@ -166,6 +166,21 @@ def test_folder_of_bags_each_its_own_episode(tmp_path: Path, tiny_models, capsys
     assert ({b: e["keyframes"] for b, e in par_episodes.items()}
             == {b: e["keyframes"] for b, e in episodes.items()})
 
+    # Two "machines", one shard each (split by bag), merged by --report-only.
+    sharded = tmp_path / "eval" / "sharded.json"
+    for i in range(2):
+        assert replay_eval.main([*argv[:-1], str(sharded), "--shard", f"{i}/2"]) == 0
+    assert not sharded.exists()  # each shard wrote its own summary
+    shard_summaries = [json.loads(sharded.with_name(f"sharded.shard{i}of2.json").read_text())
+                       for i in range(2)]
+    assert sorted(s["bags"] for s in shard_summaries) in ([0, 2], [1, 1])
+    assert replay_eval.main(["--report-only", "--out", str(sharded)]) == 0
+    merged = json.loads(sharded.read_text())
+    assert merged["questions"] == 4 and merged["bags"] == 2
+    assert ({r["question_id"]: r["raw_output"] for r in merged["results"]}
+            == {r["question_id"]: r["raw_output"] for r in results})
+    assert sharded.with_suffix(".png").exists() and sharded.with_suffix(".md").exists()
+
     # A name matching two bags by stem ("sample") is refused, naming both.
     ambiguous = tmp_path / "ambiguous.json"
     ambiguous.write_text(json.dumps([{**records[0], "bag": "", "video_id": "sample.mp4"}]))

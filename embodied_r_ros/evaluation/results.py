@@ -15,6 +15,11 @@ Files, for ``--out results/run1.json``:
 * ``results/run1.json`` (summary: accuracy per category, latency per stage, failures,
   per-question rows), ``results/run1.md`` (the same as tables) and ``results/run1.png``
   (accuracy per category and latency per stage), rewritten at the end of every run.
+
+With ``--shard i/n`` every file name carries the shard (``run1.shard0of4.results.jsonl``,
+``run1.shard0of4.json`` ...), so shards never overwrite each other; ``--report-only``
+with the plain ``--out`` merges every shard's results found beside it into
+``run1.json`` / ``.md`` / ``.png``.
 """
 
 from __future__ import annotations
@@ -109,8 +114,11 @@ class ResultStore:
         self.results = AppendOnlyJsonl(f"{self.stem}{part}.results.jsonl")
         self.episodes = AppendOnlyJsonl(f"{self.stem}{part}.episodes.jsonl")
         self.run_file = Path(f"{self.stem}{part}.run.json")
-        self.markdown = self.out_json.with_suffix(".md")
-        self.plot = self.out_json.with_suffix(".png")
+        # A shard's summary carries the shard's name; `--report-only` writes the merged
+        # one under the plain name.
+        self.summary_json = Path(f"{self.stem}{part}.json") if part else self.out_json
+        self.markdown = Path(f"{self.stem}{part}.md")
+        self.plot = Path(f"{self.stem}{part}.png")
 
     def _all(self, kind: str, own: AppendOnlyJsonl, all_shards: bool) -> list[AppendOnlyJsonl]:
         if not all_shards:
@@ -294,7 +302,6 @@ def write_reports(store: ResultStore, summary: Mapping[str, Any], title: str) ->
     """The summary JSON, markdown and PNG beside it (see the module docstring)."""
     from embodied_r_ros.core.append_only import write_json_atomic
 
-    store.out_json.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(store.out_json, summary)
+    write_json_atomic(store.summary_json, summary)
     store.markdown.write_text(markdown(summary), encoding="utf-8")
     plot(summary, store.plot, title)

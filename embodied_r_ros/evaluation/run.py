@@ -180,7 +180,7 @@ def evaluate(args: argparse.Namespace) -> int:
         summary = summarize(results, episodes=store.episode_records(all_shards=True),
                             setup=store.setup())
         write_reports(store, summary, "replay evaluation")
-        print(f"== summary of {len(results)} results written to {store.out_json}")
+        print(f"== summary of {len(results)} results written to {store.summary_json}")
         return 0
     if args.bag is None or args.questions is None:
         print("replay-eval: --bag and --questions are required", file=sys.stderr)
@@ -240,7 +240,7 @@ def evaluate(args: argparse.Namespace) -> int:
     acc = summary["accuracy"]
     print(f"== {len(results)}/{n_all} answered in {time.monotonic() - started:.1f}s"
           + (f"; accuracy {acc['average']:.1f}%" if "average" in acc else ""))
-    print(f"== summary: {store.out_json}, {store.markdown}, {store.plot}")
+    print(f"== summary: {store.summary_json}, {store.markdown}, {store.plot}")
     return 1 if bag_errors else 0
 
 
