@@ -5,50 +5,43 @@ extras add the model backends and training. The ROS nodes and interfaces are bui
 colcon from CMakeLists.txt / package.xml instead (see README).
 """
 
-from setuptools import setup
+from pathlib import Path
 
-MODELS = [
-    "torch>=2.4",
-    "transformers>=5.0,<6",
-    "tokenizers",
-    "accelerate",
-    "pillow",
-]
-TRAIN = MODELS + [
-    "trl>=1.0", "datasets", "pyarrow", "pandas", "peft", "matplotlib", "tensorboard",
-]
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).resolve().parent
+
+
+def requirements(name: str) -> list[str]:
+    """The requirement lines of requirements/<name>.txt (the one list of that group)."""
+    lines = (HERE / "requirements" / f"{name}.txt").read_text(encoding="utf-8").splitlines()
+    return [line.split("#", 1)[0].strip() for line in lines if line.split("#", 1)[0].strip()]
+
+
+MODELS = requirements("models")
+TRAIN = MODELS + requirements("train")
+EXTRAS = {
+    "models": MODELS,
+    "serve": MODELS + requirements("serve"),
+    "train": TRAIN,
+    "vllm": MODELS + requirements("vllm"),
+    "deepspeed": TRAIN + requirements("deepspeed"),
+    "bags": requirements("bags"),
+    "test": requirements("test") + requirements("bags"),
+}
 
 setup(
     name="embodied_r_ros",
     version="0.1.0",
     description="Embodied-R spatial reasoning core and GRPO training (ROS-free parts).",
     python_requires=">=3.10",
-    packages=[
-        "embodied_r_ros",
-        "embodied_r_ros.core",
-        "embodied_r_ros.core.backends",
-        "embodied_r_ros.sample_data",
-        "embodied_r_ros.nodes",  # needs rclpy at run time (ROS machines only)
-        "embodied_r_training",
-    ],
+    # embodied_r_ros.nodes needs rclpy at run time (ROS machines only)
+    packages=[*find_packages(include=["embodied_r_ros", "embodied_r_ros.*"]),
+              "embodied_r_training"],
     package_dir={"embodied_r_training": "training"},
     package_data={"embodied_r_training": ["configs/*.yaml", "configs/*.json"]},
-    install_requires=[
-        "numpy>=1.24",
-        "opencv-python-headless>=4.8",
-        "pyyaml>=6",
-        "tqdm>=4.60",
-        "httpx>=0.27",
-    ],
-    extras_require={
-        "models": MODELS,
-        "serve": MODELS + ["transformers[serving]"],
-        "train": TRAIN,
-        "vllm": MODELS + ["vllm"],
-        "deepspeed": TRAIN + ["deepspeed"],
-        "bags": ["rosbags>=0.10"],
-        "test": ["pytest", "pytest-timeout", "hypothesis", "rosbags>=0.10"],
-    },
+    install_requires=requirements("core"),
+    extras_require=EXTRAS,
     entry_points={
         "console_scripts": [
             "embodied-r=embodied_r_ros.cli:main",

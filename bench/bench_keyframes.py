@@ -1,25 +1,36 @@
-"""Benchmark: streaming key-frame extraction vs the mask-based reference baseline.
+"""Benchmark: whole-clip key-frame extraction vs the literal reference baseline, same run.
 
-Writes synthetic 1280x720 clips (30 fps, a repeating 60 s camera path of holds, slow pans,
-fast turns and forward motion over a wrapping random texture) to a temporary folder, then
-runs each implementation in its own fresh Python process, so peak RSS (VmHWM) is measured
-per implementation, checks that the final key-frame indices are identical, and prints a
-table of time, peak RSS and ratios.
+Writes a synthetic 1280x720 30 fps clip (a repeating 60 s camera path of holds, slow pans,
+fast turns and forward motion over a wrapping random texture) with the chosen codec, then
+runs each implementation in its own fresh Python process (so peak RSS, VmHWM, is per
+implementation), checks that the final key frames are identical, and prints time (total,
+decoding, selection), peak RSS and the speed-up against the baseline.
 
-    python -m bench.bench_keyframes                  # 1 and 10 minute clips, MJPG .avi
-    python -m bench.bench_keyframes --minutes 1      # one clip
-    python -m bench.bench_keyframes --quick          # 20 s clip, for a smoke check
-    python -m bench.bench_keyframes --codec mp4v     # long-GOP codec (must decode all)
+    python -m bench.bench_keyframes --minutes 10 --codec h264   # H.264 with B-frames (PyAV)
+    python -m bench.bench_keyframes --minutes 1 10 --codec mp4v # OpenCV's MPEG-4 writer
+    python -m bench.bench_keyframes --quick                     # 20 s MJPEG clip, smoke check
+    python -m bench.bench_keyframes --clips DIR ...             # keep / reuse clips in DIR
 
-Rows: "reference" = bench/reference_keyframes.py; "streaming" = extract_keyframes_from_video
-with its default (intra fast path where the codec allows); "streaming-seq" = the same
-forced to the sequential grab()/retrieve() strategy, which is what any codec gets.
+Codecs: h264 (libx264 via PyAV, default preset, 3 B-frames with b-pyramid), hevc (libx265),
+mp4v (cv2.VideoWriter, .mp4), MJPG (cv2.VideoWriter, .avi).
+Rows: "reference" = bench/reference_keyframes.py (reads every frame with cap.read(), holds
+the sampled frames, selects serially); "ours" = extract_keyframes_from_video with its
+defaults (PyAV decoding that skips what sampling allows, ORB on all CPUs); "ours-opencv" =
+the same with fast_decode=False (OpenCV grab()/retrieve()).
+Decode / select columns: the baseline's two stages; for ours, the time the pipeline waited
+on decoding vs on selection (ORB runs beside decoding, so the two add up to the total).
+CPU: user + system seconds of the process; on a machine shared with other work the wall
+ratio falls toward the CPU ratio, so both are printed, with the load average.
+With --repeat N each implementation runs N times, interleaved, and the median is shown.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,28 +38,45 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+IMPLS = ("reference", "ours", "ours-opencv")
+SUFFIX = {"MJPG": ".avi", "mp4v": ".mp4", "h264": ".mp4", "hevc": ".mp4"}
 
 
 def _child(impl: str, video: str) -> int:
     """Run one implementation in this (fresh) process and print JSON with VmHWM."""
     sys.path.insert(0, str(REPO))
-    started = time.perf_counter()
     if impl == "reference":
         from bench.reference_keyframes import reference_extract
 
+        started = time.perf_counter()  # after the imports, as for ours
+        cpu_before = _cpu_seconds()
         out = reference_extract(video)
-        result = {"sampled_indices": out["sampled_indices"], "source_frames": out["source_frames"],
-                  "n_sampled": out["n_sampled"], "strategy": "decode all"}
+        result = {key: out[key] for key in ("sampled_indices", "source_frames", "n_sampled",
+                                            "decode_seconds", "select_seconds")}
+        result["strategy"] = "read all"
     else:
+        import av  # noqa: F401 - imported before the clock starts, like cv2 for the baseline
+
         from embodied_r_ros.core.keyframes import extract_keyframes_from_video
 
-        res = extract_keyframes_from_video(video, fast_decode=(impl == "streaming"))
+        started = time.perf_counter()
+        cpu_before = _cpu_seconds()
+        res = extract_keyframes_from_video(video, fast_decode=(impl == "ours"))
         result = {"sampled_indices": res.sampled_indices, "source_frames": res.source_frames,
-                  "n_sampled": res.n_sampled, "strategy": res.decode_strategy}
+                  "n_sampled": res.n_sampled, "strategy": res.decode_strategy,
+                  "decode_seconds": res.decode_seconds, "select_seconds": res.select_seconds,
+                  "fallbacks": res.fallbacks}
     result["seconds"] = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["cpu_seconds"] = usage.ru_utime + usage.ru_stime - cpu_before
     result["peak_rss_mb"] = _vm_hwm_mb()
     print(json.dumps(result))
     return 0
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _vm_hwm_mb() -> float:
@@ -81,22 +109,36 @@ def _cycle_pose(t: float, width: int, tex_h: int):
     return Pose(x, tex_h / 2, zoom)
 
 
-def write_clip(path: Path, minutes: float, width: int, height: int, fps: int, codec: str) -> Path:
+def _frames(minutes: float, width: int, height: int, fps: int):
     sys.path.insert(0, str(REPO / "test"))
-    import cv2
-
     from keyframe_clips import make_texture, render
 
     texture = make_texture(6 * width, int(1.5 * height), seed=7)
-    n = int(round(minutes * 60 * fps))
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*codec), fps, (width, height))
-    if not writer.isOpened():
-        raise RuntimeError(f"cannot write {codec} at {path}")
-    for i in range(n):
-        frame = render(texture, _cycle_pose(i / fps, width, texture.shape[0]), width, height)
-        writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
-    writer.release()
-    return path
+    for i in range(int(round(minutes * 60 * fps))):
+        yield render(texture, _cycle_pose(i / fps, width, texture.shape[0]), width, height)
+
+
+def write_clip(path: Path, minutes: float, width: int, height: int, fps: int, codec: str) -> Path:
+    sys.path.insert(0, str(REPO / "test"))
+    from keyframe_clips import write_video
+
+    frames = _frames(minutes, width, height, fps)
+    if codec in ("h264", "hevc"):
+        import av
+
+        encoder = {"h264": "libx264", "hevc": "libx265"}[codec]
+        container = av.open(str(path), "w")
+        stream = container.add_stream(encoder, rate=fps)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"bf": "3"} if codec == "h264" else {"x265-params": "log-level=error"}
+        for frame in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+        container.close()
+        return path
+    return write_video(path, frames, fps, codec)
 
 
 def run_impl(impl: str, video: Path) -> dict:
@@ -113,32 +155,60 @@ def run_impl(impl: str, video: Path) -> dict:
     return out
 
 
-def bench_one(minutes: float, args: argparse.Namespace, tmp: Path) -> bool:
-    ext = "avi" if args.codec.upper() == "MJPG" else "mp4"
-    video = tmp / f"clip_{minutes:g}min.{ext}"
-    t0 = time.perf_counter()
-    write_clip(video, minutes, args.width, args.height, args.fps, args.codec)
-    gen_s = time.perf_counter() - t0
+def _median_row(runs: list[dict]) -> dict:
+    row = dict(runs[0])
+    for key in ("seconds", "cpu_seconds", "decode_seconds", "select_seconds", "peak_rss_mb",
+                "wall_s"):
+        row[key] = statistics.median(r[key] for r in runs)
+    row["same_runs"] = all(r["sampled_indices"] == runs[0]["sampled_indices"] for r in runs)
+    return row
+
+
+def bench_one(minutes: float, args: argparse.Namespace, folder: Path) -> bool:
+    name = f"clip_{minutes:g}min_{args.codec}_{args.width}x{args.height}{SUFFIX[args.codec]}"
+    video = folder / name
+    gen_s = 0.0
+    if not video.exists():
+        t0 = time.perf_counter()
+        write_clip(video, minutes, args.width, args.height, args.fps, args.codec)
+        gen_s = time.perf_counter() - t0
     size_mb = video.stat().st_size / 1e6
     print(f"\n== {minutes:g} min, {args.width}x{args.height} @ {args.fps} fps, {args.codec} "
-          f"({size_mb:.0f} MB, written in {gen_s:.0f} s) ==", flush=True)
-    rows = {impl: run_impl(impl, video) for impl in args.impls}
+          f"({size_mb:.0f} MB{f', written in {gen_s:.0f} s' if gen_s else ', reused'}) ==",
+          flush=True)
+    load_before = os.getloadavg()[0]
+    runs: dict[str, list[dict]] = {impl: [] for impl in args.impls}
+    for _ in range(args.repeat):
+        for impl in args.impls:
+            runs[impl].append(run_impl(impl, video))
+    rows = {impl: _median_row(r) for impl, r in runs.items()}
     ref = rows.get("reference")
-    print(f"{'implementation':<15} {'strategy':<11} {'time s':>8} {'wall s':>8} {'peak RSS MB':>12} "
-          f"{'speed-up':>9} {'RSS ratio':>10}  same indices")
+    print(f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on "
+          f"{os.cpu_count()} CPUs; times are wall times, CPU is user + system of the process)")
+    print(f"{'implementation':<13} {'strategy':<10} {'total s':>8} {'decode s':>9} {'select s':>9} "
+          f"{'CPU s':>7} {'peak RSS MB':>12} {'speed-up':>9} {'CPU ratio':>10} {'RSS ratio':>10}"
+          "  same indices")
     for impl, row in rows.items():
         speed = ref["seconds"] / row["seconds"] if ref else float("nan")
+        cpu = ref["cpu_seconds"] / row["cpu_seconds"] if ref else float("nan")
         mem = ref["peak_rss_mb"] / row["peak_rss_mb"] if ref else float("nan")
-        same = ref is None or (row["sampled_indices"] == ref["sampled_indices"]
-                               and row["source_frames"] == ref["source_frames"])
-        print(f"{impl:<15} {row['strategy']:<11} {row['seconds']:>8.1f} {row['wall_s']:>8.1f} "
-              f"{row['peak_rss_mb']:>12.0f} {speed:>8.2f}x {mem:>9.1f}x  {same}")
+        same = row["same_runs"] and (ref is None or (
+            row["sampled_indices"] == ref["sampled_indices"]
+            and row["source_frames"] == ref["source_frames"]))
+        print(f"{impl:<13} {row['strategy']:<10} {row['seconds']:>8.1f} "
+              f"{row['decode_seconds']:>9.1f} {row['select_seconds']:>9.1f} "
+              f"{row['cpu_seconds']:>7.1f} {row['peak_rss_mb']:>12.0f} {speed:>8.2f}x "
+              f"{cpu:>9.2f}x {mem:>9.1f}x  {same}")
+        for note in row.get("fallbacks", []):
+            print(f"    fallback: {note}")
     first = next(iter(rows.values()))
     print(f"sampled frames: {first['n_sampled']}; key frames: {len(first['sampled_indices'])} "
-          f"{first['sampled_indices']}")
-    if not args.keep:
+          f"{first['sampled_indices']}", flush=True)
+    if not args.clips:
         video.unlink()
-    return all(r["sampled_indices"] == first["sampled_indices"] for r in rows.values())
+    return all(r["sampled_indices"] == first["sampled_indices"]
+               and r["source_frames"] == first["source_frames"] and r["same_runs"]
+               for r in rows.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,23 +217,26 @@ def main(argv: list[str] | None = None) -> int:
         return _child(argv[1], argv[2])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, nargs="+", default=[1.0, 10.0])
-    parser.add_argument("--quick", action="store_true", help="one 20 s clip")
-    parser.add_argument("--codec", default="MJPG", help="MJPG (.avi) or mp4v (.mp4)")
+    parser.add_argument("--quick", action="store_true", help="one 20 s MJPEG clip")
+    parser.add_argument("--codec", default="h264", choices=sorted(SUFFIX),
+                        help="h264 (default), hevc, mp4v or MJPG")
     parser.add_argument("--width", type=int, default=1280)
     parser.add_argument("--height", type=int, default=720)
     parser.add_argument("--fps", type=int, default=30)
-    parser.add_argument("--impls", nargs="+", default=["reference", "streaming", "streaming-seq"])
-    parser.add_argument("--keep", action="store_true", help="keep the clips (prints the folder)")
+    parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=IMPLS)
+    parser.add_argument("--repeat", type=int, default=1, help="runs per implementation (median)")
+    parser.add_argument("--clips", type=Path, default=None,
+                        help="folder to keep clips in and reuse them from (default: temporary)")
     args = parser.parse_args(argv)
-    minutes = [20 / 60] if args.quick else args.minutes
-    tmp = Path(tempfile.mkdtemp(prefix="bench_keyframes_"))
-    if args.keep:
-        print(f"clips in {tmp}")
+    if args.quick:
+        args.minutes, args.codec = [20 / 60], "MJPG"
+    folder = args.clips or Path(tempfile.mkdtemp(prefix="bench_keyframes_"))
+    folder.mkdir(parents=True, exist_ok=True)
     ok = True
-    for m in minutes:
-        ok &= bench_one(m, args, tmp)
-    if not args.keep:
-        tmp.rmdir()
+    for m in args.minutes:
+        ok &= bench_one(m, args, folder)
+    if not args.clips:
+        folder.rmdir()
     print("\nall implementations agree" if ok else "\nMISMATCH between implementations")
     return 0 if ok else 1
 

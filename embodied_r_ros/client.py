@@ -157,6 +157,7 @@ def spinning(node: Node | Callable[[], Node]) -> Iterator[Any]:
         yield node
     finally:
         executor.shutdown(timeout_sec=2.0)
+        thread.join(timeout=5.0)  # no thread may still be inside DDS when the process exits
         node.destroy_node()
         if owns and rclpy.ok():
             rclpy.shutdown()

@@ -5,10 +5,14 @@ _er_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
 _er_install="$_er_root/.ros_ws/install/embodied_r_ros"
 export VIRTUAL_ENV="$_er_root/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
-export PYTHONPATH="$_er_root:$_er_install/lib/python3.11/site-packages${PYTHONPATH:+:$PYTHONPATH}"
+# the install space's site-packages, whatever the interpreter's version
+for _er_site in "$_er_install"/lib/python3*/site-packages; do :; done
+export PYTHONPATH="$_er_root:$_er_site${PYTHONPATH:+:$PYTHONPATH}"
 export LD_LIBRARY_PATH="$_er_install/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export AMENT_PREFIX_PATH="$_er_install:$VIRTUAL_ENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
+# Shared memory + large buffers for camera-size messages on one host (see the file).
+export FASTDDS_DEFAULT_PROFILES_FILE="${FASTDDS_DEFAULT_PROFILES_FILE:-$_er_root/config/fastdds_large_images.xml}"
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
 export TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"
-unset _er_root _er_install
+unset _er_root _er_install _er_site

@@ -13,7 +13,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-PYTHON="${PYTHON:-python3.11}"
+# The ROS 2 Kilted wheels on PyPI are built for CPython 3.11: use that interpreter.
+PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3 || echo python3)}"
 VENV="$ROOT/.venv"
 WS="$ROOT/.ros_ws"
 STAMPS="$VENV/.embodied_r_stamps"
@@ -24,6 +25,8 @@ hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
 
 if [ ! -x "$VENV/bin/python" ]; then
   command -v "$PYTHON" >/dev/null || { echo "setup: $PYTHON not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
+  version="$("$PYTHON" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+  [ "$version" = "3.11" ] || { echo "setup: $PYTHON is Python $version; the ROS 2 wheels on PyPI need 3.11 (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
   log "creating virtual environment $VENV"
   "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip wheel "setuptools<81"
@@ -31,9 +34,10 @@ fi
 mkdir -p "$STAMPS"
 PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt)
 
-# Python dependencies, re-installed only when a requirements file changed.
-REQS=(requirements/core.txt requirements/ros.txt requirements/test.txt)
-[ "${EMBODIED_R_SKIP_ML:-0}" = "1" ] || REQS+=(requirements/ml.txt)
+# Python dependencies, re-installed only when a requirements file changed. The groups
+# are the ones setup.py's extras read (one list each); exact versions: constraints.txt.
+REQS=(requirements/core.txt requirements/bags.txt requirements/ros.txt requirements/test.txt)
+[ "${EMBODIED_R_SKIP_ML:-0}" = "1" ] || REQS+=(requirements/models.txt requirements/serve.txt requirements/train.txt)
 want="$(hash_of "${REQS[@]}" requirements/constraints.txt)"
 if [ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]; then
   log "installing pinned Python dependencies (first run: a few minutes, ~6 GB for torch)"

@@ -51,3 +51,24 @@ def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("sample")
     assert make_sample([str(out)]) == 0
     return out
+
+
+# -- markers -------------------------------------------------------------------------------
+# ros: needs the ROS 2 wheels (real DDS); models: loads the tiny transformers models;
+# slow: starts node graphs, trains, or pushes thousands of frames (`make test-quick`
+# runs everything but these; CI and `make test` run all).
+SLOW_MODULES = {"test_training_grpo", "test_training_dry_run", "test_memory_bounds",
+                "test_model_server_outage", "test_dds_profile", "test_colcon_test"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    sources: dict[str, str] = {}
+    for item in items:
+        path = Path(str(item.fspath))
+        text = sources.setdefault(str(path), path.read_text(encoding="utf-8"))
+        if 'importorskip("rclpy"' in text:
+            item.add_marker(pytest.mark.ros)
+        if "tiny_models" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.models)
+        if "GraphProcesses(" in text or "embodied_r(" in text or path.stem in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

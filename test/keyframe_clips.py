@@ -144,3 +144,56 @@ def video_poses(seconds: int, fps: int, width: int, texture_height: int) -> list
             t = k / fps
             poses.append(Pose(a.x + (b.x - a.x) * t, a.y, a.zoom + (b.zoom - a.zoom) * t))
     return poses
+
+
+# Encoders of PyAV (FFmpeg) used for clips: name -> (encoder, options, container suffix).
+PYAV_CODECS = {
+    "h264": ("libx264", {"bf": "3", "preset": "veryfast"}, ".mp4"),  # B-frames, b-pyramid
+    "hevc": ("libx265", {"x265-params": "log-level=error"}, ".mp4"),
+    "mpeg4": ("mpeg4", {"bf": "2"}, ".mp4"),  # MPEG-4 Part 2 with B-VOPs
+}
+
+
+def write_video_pyav(
+    path: str | Path, frames_rgb: Iterable[np.ndarray], fps: int, codec: str = "h264",
+    *, display_matrix: list[int] | None = None, pix_fmt: str = "yuv420p",
+    colorspace: int | None = None,
+) -> Path:
+    """Write RGB frames with PyAV's FFmpeg encoders (`PYAV_CODECS`).
+
+    `display_matrix` (nine 16.16 fixed-point ints) stores rotation metadata, which OpenCV
+    applies when reading and PyAV does not. `pix_fmt` e.g. "yuv420p10le" for 10-bit;
+    `colorspace` an AVColorSpace number to tag (1 = BT.709)."""
+    import av  # noqa: PLC0415 - only the clips that need PyAV import it
+
+    encoder, options, _ = PYAV_CODECS[codec]
+    path = Path(path)
+    container = av.open(str(path), "w")
+    stream = None
+    try:
+        for frame in frames_rgb:
+            if stream is None:
+                h, w = frame.shape[:2]
+                stream = container.add_stream(encoder, rate=fps)
+                stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
+                stream.options = dict(options)
+                if display_matrix is not None:
+                    stream.set_display_matrix(display_matrix)
+                if colorspace is not None:
+                    stream.codec_context.colorspace = colorspace
+            picture = av.VideoFrame.from_ndarray(frame, format="rgb24").reformat(format=pix_fmt)
+            if colorspace is not None:
+                picture.colorspace = colorspace
+            for packet in stream.encode(picture):
+                container.mux(packet)
+        if stream is not None:
+            for packet in stream.encode():
+                container.mux(packet)
+    finally:
+        container.close()
+    return path
+
+
+def flat_frame(width: int, height: int, level: int) -> np.ndarray:
+    """A uniform grey RGB frame: ORB finds no features in it."""
+    return np.full((height, width, 3), level, np.uint8)

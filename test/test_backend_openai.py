@@ -13,17 +13,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import cv2
-import httpx
 import numpy as np
 import pytest
 
@@ -44,18 +38,13 @@ from embodied_r_ros.core.errors import (
     RequestTimeoutError,
 )
 from embodied_r_ros.core.types import GenerationSettings
+from servers import free_port, transformers_serve
 
 GREEDY = GenerationSettings(temperature=0.0, max_new_tokens=10)
 MESSAGES = [
     {"role": "system", "content": "Reason, then answer."},
     {"role": "user", "content": "Question: Which is closer?\nChoices:\nA. lamp\nB. sofa"},
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _frames(n: int, seed: int = 0) -> list[np.ndarray]:
@@ -67,41 +56,9 @@ def _frames(n: int, seed: int = 0) -> list[np.ndarray]:
 @pytest.fixture(scope="module")
 def served_vlm(tiny_models, tmp_path_factory):
     """(base_url, model name) of a `transformers serve` process pinned to the tiny VLM."""
-    exe = Path(sys.executable).parent / "transformers"
-    if not exe.exists():
-        pytest.fail(f"`transformers` command not found next to {sys.executable}")
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     model = str(tiny_models.vlm)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [str(exe), "serve", model, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"transformers serve exited: {log_path.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"transformers serve did not start: {log_path.read_text()[-2000:]}")
-            time.sleep(0.3)
-        yield f"http://127.0.0.1:{port}", model
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with transformers_serve(model, tmp_path_factory.mktemp("serve")) as (_proc, base_url):
+        yield base_url, model
 
 
 def _spec(base_url: str, model: str, **kw) -> ModelSpec:
@@ -331,7 +288,7 @@ def test_perception_errors_are_perception_errors(scripted) -> None:
 
 
 def test_unreachable_server_fails_at_startup() -> None:
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(ModelUnavailableError) as info:
         make_reasoner(_spec(url, "m", max_retries=1, retry_backoff_s=0.01))
     assert url in str(info.value) and "cannot connect" in str(info.value)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
@@ -18,28 +17,13 @@ rclpy = pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)
 
 from embodied_r_ros.core import config as cfg  # noqa: E402
 from conftest import fresh_ros_domain  # noqa: E402
+from graph_helpers import PARAMS, bag_frames, tiny_overrides  # noqa: E402
 
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import QuestionItem, SpinningClient, load_questions  # noqa: E402
-from embodied_r_ros.sample_data.bag_io import read_image_bag  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-PARAMS = REPO / "config" / "embodied_r.yaml"
 FRAME_LINE = re.compile(r"^Frame (\d+): ", re.MULTILINE)
-
-
-def tiny_overrides(tiny_models) -> dict:  # type: ignore[no-untyped-def]
-    return {"perception.model": str(tiny_models.vlm), "reasoning.model": str(tiny_models.lm),
-            "perception.device": "cpu", "reasoning.device": "cpu",
-            "perception.dtype": "float32", "reasoning.dtype": "float32",
-            "perception.max_new_tokens": 16, "reasoning.max_new_tokens": 24,
-            "perception.temperature": 0.0, "reasoning.temperature": 0.0}
-
-
-def frames(sample_dir: Path):  # type: ignore[no-untyped-def]
-    for item in read_image_bag(sample_dir / "sample.mcap"):
-        yield item.stamp_s, item.image, item.frame_id
 
 
 def user_text(messages: list[dict]) -> str:
@@ -52,7 +36,7 @@ def user_text(messages: list[dict]) -> str:
 @pytest.fixture(scope="module")
 def split_graph(tiny_models, sample_dir):  # type: ignore[no-untyped-def]
     fresh_ros_domain()
-    with GraphProcesses("split", PARAMS, tiny_overrides(tiny_models), echo=None) as graph, \
+    with GraphProcesses("split", PARAMS, tiny_overrides(tiny_models, **{"reasoning.max_new_tokens": 24, "perception.max_new_tokens": 16}), echo=None) as graph, \
             SpinningClient() as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
         yield graph, client
@@ -68,7 +52,14 @@ def test_question_before_any_frame_is_a_typed_failure(split_graph) -> None:  # t
 
 def test_sample_bag_to_answer_over_dds(split_graph, sample_dir) -> None:  # type: ignore[no-untyped-def]
     graph, client = split_graph
-    published = client.play(frames(sample_dir), rate=4.0)
+    from sensor_msgs.msg import Image
+
+    from embodied_r_ros.nodes.qos import KEYFRAME_IMAGE_QOS
+
+    viewer: list = []  # what rqt_image_view would show
+    client.create_subscription(Image, "keyframes/image", viewer.append, KEYFRAME_IMAGE_QOS)
+    time.sleep(1.0)  # discovery, so the key-frame node sees a viewer
+    published = client.play(bag_frames(sample_dir), rate=4.0)
     assert published > 50
 
     response = client.ask_item(QuestionItem("What did I see most recently?", []), timeout_s=240)
@@ -89,6 +80,9 @@ def test_sample_bag_to_answer_over_dds(split_graph, sample_dir) -> None:  # type
     assert "left out" not in response.message, response.message
     assert described >= set(range(response.keyframes_used))
     assert {k.keyframe_index for k in client.keyframes} >= set(range(response.keyframes_used))
+    assert viewer and viewer[0].encoding == "rgb8"
+    assert (viewer[0].width, viewer[0].height) == (client.keyframes[0].image.width,
+                                                   client.keyframes[0].image.height)
 
     # The prompt the LM received has one line per key frame, in order.
     deadline = time.monotonic() + 10

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,14 +20,14 @@ from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import Header  # noqa: E402
 
 from conftest import fresh_ros_domain  # noqa: E402
+from graph_helpers import PARAMS, tiny_overrides, wait_for  # noqa: E402
 from embodied_r_ros.client import GraphClient, spinning, wait_future  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.msg import KeyFrame  # noqa: E402
 from embodied_r_ros.nodes.qos import KEYFRAME_QOS  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-PARAMS = REPO / "config" / "embodied_r.yaml"
+HOSTILE = {"camera.reliability": "reliable", "diagnostics.period_s": 0.5}
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
@@ -77,27 +76,11 @@ MALFORMED = [
 ]
 
 
-def tiny(tiny_models) -> dict:  # type: ignore[no-untyped-def]
-    return {"perception.model": str(tiny_models.vlm), "reasoning.model": str(tiny_models.lm),
-            "perception.device": "cpu", "reasoning.device": "cpu",
-            "perception.max_new_tokens": 8, "reasoning.max_new_tokens": 8,
-            "camera.reliability": "reliable", "diagnostics.period_s": 0.5}
-
-
-def wait_for(predicate, timeout_s: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
 @pytest.mark.parametrize("graph_name", ["embedded", "split"])
 def test_malformed_frames_are_dropped_and_counted(tiny_models, graph_name: str) -> None:  # type: ignore[no-untyped-def]
     fresh_ros_domain()
     camera_node = "/embodied_r" if graph_name == "embedded" else "/keyframe_selector"
-    with GraphProcesses(graph_name, PARAMS, tiny(tiny_models), echo=None) as graph, \
+    with GraphProcesses(graph_name, PARAMS, tiny_overrides(tiny_models, **HOSTILE), echo=None) as graph, \
             spinning(Hostile) as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
         assert wait_for(lambda: client.camera.get_subscription_count() > 0)
@@ -124,7 +107,7 @@ def test_malformed_frames_are_dropped_and_counted(tiny_models, graph_name: str) 
 
 def test_frozen_and_zero_stamps_fall_back_to_arrival_time(tiny_models) -> None:  # type: ignore[no-untyped-def]
     fresh_ros_domain()
-    with GraphProcesses("embedded", PARAMS, tiny(tiny_models), echo=None) as graph, \
+    with GraphProcesses("embedded", PARAMS, tiny_overrides(tiny_models, **HOSTILE), echo=None) as graph, \
             spinning(Hostile) as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
         assert wait_for(lambda: client.camera.get_subscription_count() > 0)
@@ -140,7 +123,7 @@ def test_frozen_and_zero_stamps_fall_back_to_arrival_time(tiny_models) -> None: 
 
 def test_abusive_questions_are_typed_invalid_requests(tiny_models) -> None:  # type: ignore[no-untyped-def]
     fresh_ros_domain()
-    with GraphProcesses("embedded", PARAMS, tiny(tiny_models), echo=None) as graph, \
+    with GraphProcesses("embedded", PARAMS, tiny_overrides(tiny_models, **HOSTILE), echo=None) as graph, \
             spinning(GraphClient) as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
         cases = [
@@ -165,7 +148,7 @@ def test_abusive_questions_are_typed_invalid_requests(tiny_models) -> None:  # t
 
 def test_perception_node_survives_a_bad_key_frame(tiny_models) -> None:  # type: ignore[no-untyped-def]
     fresh_ros_domain()
-    graph = GraphProcesses("split", PARAMS, tiny(tiny_models), echo=None)
+    graph = GraphProcesses("split", PARAMS, tiny_overrides(tiny_models, **HOSTILE), echo=None)
     graph.launches = [n for n in graph.launches if n.name == "perception"]
     with graph, spinning(Hostile) as client:
         get_state = client.create_client(GetState, "/perception/get_state")
@@ -191,7 +174,7 @@ def test_diagnostics_levels_follow_the_thresholds(tiny_models) -> None:  # type:
     """An active node with no camera input is WARN (stale input); an unconfigured node
     whose configure failed is ERROR with the reason."""
     fresh_ros_domain()
-    overrides = {**tiny(tiny_models), "diagnostics.stale_input_s": 1.0}
+    overrides = {**tiny_overrides(tiny_models, **HOSTILE), "diagnostics.stale_input_s": 1.0}
     with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph, \
             spinning(Hostile) as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
@@ -202,7 +185,7 @@ def test_diagnostics_levels_follow_the_thresholds(tiny_models) -> None:  # type:
         levels = {name: entry[0] for name, entry in client.latest("/embodied_r").items()}
         assert levels["/embodied_r: node"] == 0 and levels["/embodied_r: questions"] == 0
     fresh_ros_domain()
-    with GraphProcesses("embedded", PARAMS, {**tiny(tiny_models), "reasoning.model": "/nope"},
+    with GraphProcesses("embedded", PARAMS, {**tiny_overrides(tiny_models, **HOSTILE), "reasoning.model": "/nope"},
                         autostart=False, echo=None) as graph, spinning(Hostile) as client:
         get_state = client.create_client(GetState, "/embodied_r/get_state")
         assert wait_for(lambda: get_state.service_is_ready(), 120)
@@ -223,7 +206,7 @@ def test_diagnostics_levels_follow_the_thresholds(tiny_models) -> None:  # type:
 def test_concurrent_abuse_does_not_end_the_node(tiny_models) -> None:  # type: ignore[no-untyped-def]
     """Many callers at once: a bounded queue, BUSY beyond it, the node alive throughout."""
     fresh_ros_domain()
-    with GraphProcesses("embedded", PARAMS, {**tiny(tiny_models), "qa.max_waiting_questions": 1},
+    with GraphProcesses("embedded", PARAMS, {**tiny_overrides(tiny_models, **HOSTILE), "qa.max_waiting_questions": 1},
                         echo=None) as graph, spinning(GraphClient) as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
         replies: list = []

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,12 +18,11 @@ from rcl_interfaces.srv import SetParameters  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 
 from conftest import fresh_ros_domain  # noqa: E402
+from graph_helpers import PARAMS, long_generation, tiny_overrides, wait_for  # noqa: E402
 from embodied_r_ros.client import GraphClient, spinning, wait_future  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-PARAMS = REPO / "config" / "embodied_r.yaml"
 
 
 class Driver(GraphClient):
@@ -67,25 +65,10 @@ class Driver(GraphClient):
         return self.count_subscribers("/camera/image_raw")
 
 
-def tiny(tiny_models) -> dict:  # type: ignore[no-untyped-def]
-    return {"perception.model": str(tiny_models.vlm), "reasoning.model": str(tiny_models.lm),
-            "perception.device": "cpu", "reasoning.device": "cpu",
-            "perception.max_new_tokens": 8, "reasoning.max_new_tokens": 8}
-
-
-def wait_for(predicate, timeout_s: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
 def test_embedded_node_transitions_in_every_order(tiny_models, tmp_path) -> None:  # type: ignore[no-untyped-def]
     missing = tmp_path / "no_such_model"
     fresh_ros_domain()
-    overrides = {**tiny(tiny_models), "reasoning.model": str(missing)}
+    overrides = {**tiny_overrides(tiny_models), "reasoning.model": str(missing)}
     with GraphProcesses("embedded", PARAMS, overrides, autostart=False, echo=None) as graph, \
             spinning(lambda: Driver("embodied_r")) as driver:
         driver.wait_up(alive=graph.check_alive)
@@ -162,13 +145,11 @@ def test_autostart_failure_exits_with_the_reason(tmp_path) -> None:  # type: ign
 
 
 def test_deactivate_fails_a_question_in_progress(tiny_models, sample_dir) -> None:  # type: ignore[no-untyped-def]
-    import json
 
     from embodied_r_ros.sample_data.bag_io import read_image_bag
     from embodied_r_ros.replay import SpinningClient
 
-    overrides = {**tiny(tiny_models), "reasoning.max_new_tokens": 4000,
-                 "reasoning.extra_json": json.dumps({"generate_kwargs": {"min_new_tokens": 3900}})}
+    overrides = tiny_overrides(tiny_models, **long_generation("reasoning", 4000))
     fresh_ros_domain()
     with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph, \
             SpinningClient() as client, spinning(lambda: Driver("embodied_r")) as driver:
@@ -191,7 +172,7 @@ def test_deactivate_fails_a_question_in_progress(tiny_models, sample_dir) -> Non
 
 def test_camera_frames_are_ignored_unless_active(tiny_models) -> None:  # type: ignore[no-untyped-def]
     fresh_ros_domain()
-    with GraphProcesses("embedded", PARAMS, tiny(tiny_models), autostart=False, echo=None) as graph, \
+    with GraphProcesses("embedded", PARAMS, tiny_overrides(tiny_models), autostart=False, echo=None) as graph, \
             spinning(lambda: Driver("embodied_r")) as driver:
         driver.wait_up(alive=graph.check_alive)
         pub = driver.create_publisher(Image, "/camera/image_raw", 10)

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import pytest
 
-from embodied_r_ros.core.keyframes import KeyFrameParams, apply_count_rule, extract_keyframes_from_video
+from embodied_r_ros.core.keyframes import KeyFrameParams, extract_keyframes_from_video, reference_count_rule
 from embodied_r_ros.core.perception_parser import parse_frame_description
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "method.md"
@@ -57,7 +57,7 @@ def test_the_reference_worked_examples_are_in_the_document() -> None:
 def test_count_rule_examples(fields, expected) -> None:
     n_sampled = int(fields["n_sampled"])
     keyframes = list(range(n_sampled)) if fields["keyframes"] == "all" else ast.literal_eval(fields["keyframes"])
-    assert apply_count_rule(keyframes, n_sampled, 4, 32) == expected
+    assert reference_count_rule(keyframes, n_sampled, 4, 32) == expected
 
 
 def _flat_clip(path: Path, frame_count: int, fps: float) -> Path:

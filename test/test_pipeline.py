@@ -11,13 +11,12 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from embodied_r_ros.core import config as cfg
-from embodied_r_ros.core.errors import CancelledError, ErrorCode, ModelUnavailableError
+from embodied_r_ros.core.errors import ErrorCode, ModelUnavailableError
 from embodied_r_ros.core.keyframe_tracker import KeyFrameTracker, downscale
 from embodied_r_ros.core.keyframes import KeyFrameParams
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
@@ -41,59 +40,7 @@ def tiny_params(tiny_models, **extra) -> dict:  # type: ignore[no-untyped-def]
         "perception.max_new_tokens": 12, "reasoning.max_new_tokens": 16, **extra})
 
 
-class ScriptedReasoner:
-    """Protocol-conformant Reasoner returning a fixed reply, streaming it word by word."""
-
-    name = "scripted"
-
-    def __init__(self, reply: str, delay_s: float = 0.0) -> None:
-        self.reply, self.delay_s = reply, delay_s
-        self.calls: list[list[dict]] = []
-
-    def generate(self, messages, settings=None, on_text=None, should_stop=None) -> str:  # type: ignore[no-untyped-def]
-        self.calls.append(list(messages))
-        out = ""
-        for word in self.reply.split(" "):
-            if should_stop is not None and should_stop():
-                raise CancelledError("stopped")
-            time.sleep(self.delay_s)
-            piece = word if not out else " " + word
-            out += piece
-            if on_text is not None:
-                on_text(piece)
-        return out
-
-    def generate_batch(self, conversations, settings=None):  # type: ignore[no-untyped-def]
-        return [self.generate(c, settings) for c in conversations]
-
-    def close(self) -> None:
-        pass
-
-
-class CountingPerceiver:
-    """Protocol-conformant Perceiver: says how many images it saw."""
-
-    name = "counting"
-
-    def __init__(self) -> None:
-        self.calls: list[int] = []
-
-    def describe(self, images: Sequence[np.ndarray], prompt: str, settings=None) -> str:  # type: ignore[no-untyped-def]
-        self.calls.append(len(images))
-        if len(images) == 1:
-            return "A textured room seen from the start."
-        return "1. rotate left\n2. a red box appears ahead-left\n3. nothing else"
-
-    def describe_batch(self, requests, settings=None):  # type: ignore[no-untyped-def]
-        return [self.describe(images, prompt, settings) for images, prompt in requests]
-
-    def close(self) -> None:
-        pass
-
-
-def feed(pipeline: EmbodiedRPipeline, clip) -> None:  # type: ignore[no-untyped-def]
-    for i, (image, stamp) in enumerate(zip(clip.frames, clip.stamps_s)):
-        pipeline.push_frame(image, stamp, i, "camera")
+from scripted_models import CountingPerceiver, ScriptedReasoner, feed
 
 
 def test_tiny_models_end_to_end_in_process(tiny_models, clip) -> None:  # type: ignore[no-untyped-def]

@@ -28,7 +28,7 @@ from embodied_r_ros.core.question_answering import AnswerResult
 from embodied_r_ros.core.question_queue import QuestionQueue
 from embodied_r_ros.core.types import FrameDescription
 from embodied_r_ros.sample_data.scene import render_clip
-from test_pipeline import CountingPerceiver, ScriptedReasoner, feed
+from scripted_models import CountingPerceiver, ScriptedReasoner, feed
 
 
 @pytest.fixture(scope="module")
@@ -225,5 +225,54 @@ def test_a_full_perception_queue_drops_the_oldest_and_says_so(clip) -> None:  # 
         assert result.success
         assert "left out" in result.message
         assert any("perception queue full" in r for r in pipeline.worker.failures.values())
+    finally:
+        pipeline.close()
+
+
+class JudgeReasoner(ScriptedReasoner):
+    """The reasoning model answers B; as a judge (consistency prompt) it says `judge`."""
+
+    def __init__(self, judge: str) -> None:
+        super().__init__("<think>the door is on my right</think><answer>B</answer>")
+        self.judge = judge
+
+    def generate(self, messages, settings=None, on_text=None, should_stop=None):  # type: ignore[no-untyped-def]
+        if "Reasoning" in messages[-1]["content"] or settings is not None and settings.max_new_tokens == 10:
+            self.calls.append(list(messages))
+            return self.judge
+        return super().generate(messages, settings, on_text, should_stop)
+
+
+@pytest.mark.parametrize("judge, outcome, letter", [
+    ("B", "consistent", "B"), ("A", "inconsistent", "A"), ("no idea", "unavailable", "")])
+def test_runtime_self_check_flags_reasoning_that_points_elsewhere(clip, judge, outcome, letter) -> None:  # type: ignore[no-untyped-def]
+    from embodied_r_ros.core.consistency_check import JUDGE_SETTINGS
+
+    reasoner = JudgeReasoner(judge)
+    pipeline = EmbodiedRPipeline(cfg.validate({"qa.self_check": True}), CountingPerceiver(),
+                                 reasoner)
+    try:
+        feed(pipeline, clip)
+        result = pipeline.ask("Is the door left or right?", ["left", "right"], timeout_s=60)
+        assert result.success and result.answer == "B"
+        assert (result.self_check, result.self_check_letter) == (outcome, letter)
+        judge_call = reasoner.calls[-1]
+        # the judge sees the question, its choices and the reasoning, not the video text
+        assert "the door is on my right" in judge_call[-1]["content"]
+        assert "Frame 0" not in judge_call[-1]["content"]
+        if outcome == "inconsistent":
+            assert "points to A, not B" in result.message
+        assert JUDGE_SETTINGS.max_new_tokens == 10 and JUDGE_SETTINGS.temperature == 0.1
+    finally:
+        pipeline.close()
+
+
+def test_self_check_is_off_by_default(clip) -> None:  # type: ignore[no-untyped-def]
+    reasoner = JudgeReasoner("A")
+    pipeline = EmbodiedRPipeline(cfg.validate({}), CountingPerceiver(), reasoner)
+    try:
+        feed(pipeline, clip)
+        result = pipeline.ask("Is the door left or right?", ["left", "right"], timeout_s=60)
+        assert result.success and result.self_check == "" and len(reasoner.calls) == 1
     finally:
         pipeline.close()

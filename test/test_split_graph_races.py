@@ -4,10 +4,8 @@ queue, a model that runs past the question's time limit."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,33 +14,23 @@ rclpy = pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)
 from action_msgs.msg import GoalStatus  # noqa: E402
 
 from conftest import fresh_ros_domain  # noqa: E402
+from graph_helpers import PARAMS, bag_frames, long_generation, tiny_overrides, wait_for  # noqa: E402
 from embodied_r_ros.action import AnswerSpatial  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import SpinningClient  # noqa: E402
-from embodied_r_ros.sample_data.bag_io import read_image_bag  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-PARAMS = REPO / "config" / "embodied_r.yaml"
 
 
 def overrides(tiny_models, *, slow_perception: bool = False, slow_reasoning: bool = False,
               **extra) -> dict:  # type: ignore[no-untyped-def]
-    out = {"perception.model": str(tiny_models.vlm), "reasoning.model": str(tiny_models.lm),
-           "perception.device": "cpu", "reasoning.device": "cpu",
-           "perception.max_new_tokens": 8, "reasoning.max_new_tokens": 8}
+    out = tiny_overrides(tiny_models)
     if slow_perception:  # every key frame takes seconds to describe
-        out["perception.max_new_tokens"] = 1500
-        out["perception.extra_json"] = json.dumps({"generate_kwargs": {"min_new_tokens": 1500}})
+        out.update(long_generation("perception", 1500))
     if slow_reasoning:  # a generation that runs until stopped
-        out["reasoning.max_new_tokens"] = 4000
-        out["reasoning.extra_json"] = json.dumps({"generate_kwargs": {"min_new_tokens": 3900}})
+        out.update(long_generation("reasoning", 4000))
     out.update(extra)
     return out
-
-
-def frames(sample_dir: Path) -> list:  # type: ignore[type-arg]
-    return [(f.stamp_s, f.image, f.frame_id) for f in read_image_bag(sample_dir / "sample.mcap")]
 
 
 def ask_in_background(client, question: str, timeout_s: float = 240.0):  # type: ignore[no-untyped-def]
@@ -57,21 +45,12 @@ def ask_in_background(client, question: str, timeout_s: float = 240.0):  # type:
     return thread, box
 
 
-def wait_for(predicate, timeout_s: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
 def test_reset_and_a_dead_perception_node_end_waiting_questions_at_once(tiny_models, sample_dir) -> None:  # type: ignore[no-untyped-def]
     fresh_ros_domain()
     with GraphProcesses("split", PARAMS, overrides(tiny_models, slow_perception=True),
                         echo=None) as graph, SpinningClient() as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
-        client.play(frames(sample_dir), rate=4.0)
+        client.play(bag_frames(sample_dir), rate=4.0)
         assert wait_for(lambda: len(client.keyframes) >= 4, 60), len(client.keyframes)
         # 1. A reset while the question waits for perception: EPISODE_RESET at once.
         thread, box = ask_in_background(client, "What is ahead?")
@@ -84,7 +63,7 @@ def test_reset_and_a_dead_perception_node_end_waiting_questions_at_once(tiny_mod
         assert box["at"] - reset_at < 5.0
         # 2. The perception node dies (SIGKILL) while a question waits: noticed within
         #    seconds, reported as a perception failure naming the node.
-        client.play(frames(sample_dir)[:80], rate=4.0)
+        client.play(bag_frames(sample_dir)[:80], rate=4.0)
         assert wait_for(lambda: client.status().keyframes >= 2, 60)
         thread, box = ask_in_background(client, "What is ahead now?")
         time.sleep(2.0)
@@ -105,7 +84,7 @@ def test_restarted_perception_node_does_not_describe_again(tiny_models, sample_d
     with GraphProcesses("split", PARAMS, overrides(tiny_models), echo=None) as graph, \
             SpinningClient() as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
-        clip = frames(sample_dir)
+        clip = bag_frames(sample_dir)
         client.play(clip[: len(clip) // 2], rate=0)
         assert wait_for(lambda: (s := client.status()).keyframes >= 2 and s.described == s.keyframes, 120)
         described = {(d.episode_id, d.keyframe_index) for d in client.descriptions}
@@ -134,7 +113,7 @@ def test_full_queue_rejects_goals_and_timeouts_free_the_caller(tiny_models, samp
                                                    **{"qa.max_waiting_questions": 0}),
                         echo=None) as graph, SpinningClient() as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
-        client.play(frames(sample_dir)[:40], rate=0)
+        client.play(bag_frames(sample_dir)[:40], rate=0)
         assert wait_for(lambda: client.status().described >= 1, 120)
         # A service call with a short limit returns TIMEOUT on time, whatever the model does.
         start = time.monotonic()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-# Canonical names, in the column order of the paper's results table (FACTS §7).
+# Canonical names, in the column order of the paper's results table (docs/method.md §7).
 CATEGORIES: tuple[str, ...] = (
     "landmark_position",
     "counterfactual",
@@ -102,7 +102,7 @@ _ALIASES: dict[str, str] = {
     "action_generation": "action_generation",
 }
 
-# Accuracy (%) reported by the paper on its in-distribution test split (FACTS §7).
+# Accuracy (%) reported by the paper on its in-distribution test split (docs/method.md §7).
 PAPER_RESULTS: dict[str, dict[str, float]] = {
     "Random": dict(avg=24.0, landmark_position=19.7, counterfactual=25.0,
                    progress_evaluation=21.8, action_generation=16.4,

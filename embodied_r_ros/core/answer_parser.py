@@ -37,6 +37,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from embodied_r_ros.core.types import OPTION_LETTERS
+
 __all__ = [
     "ParsedAnswer",
     "parse_reasoning_output",
@@ -45,7 +47,7 @@ __all__ = [
     "is_well_formed",
 ]
 
-DEFAULT_LETTERS = "ABCDEFGH"
+DEFAULT_LETTERS = OPTION_LETTERS  # the one definition lives in core.types
 
 
 @dataclass

@@ -180,6 +180,14 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
     ParamSpec("qa.max_waiting_questions", 4,
               "Questions that may wait while one is answered; more fail at once with BUSY "
               "(action goals are rejected).", minimum=0),
+    ParamSpec("qa.self_check", False,
+              "After answering a multiple-choice question, let the consistency judge "
+              "re-derive the letter from the reasoning alone (as the training's consistency "
+              "reward does); a disagreement is flagged in the answer (self_check, "
+              "self_check_letter). Costs one short extra model call."),
+    ParamSpec("qa.self_check_model", "",
+              "Model id or folder of the self-check judge, run with the reasoning.* "
+              "settings; empty = the reasoning model itself (no extra memory)."),
     ParamSpec("qa.include_current_view", True,
               "Make the newest sampled frame the last key frame when a question arrives, so "
               "the answer reflects the current view (the method always keeps the last frame)."),

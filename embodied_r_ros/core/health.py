@@ -26,8 +26,9 @@ import resource
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 OK, WARN, ERROR = 0, 1, 2
 LEVEL_NAMES = {OK: "OK", WARN: "WARN", ERROR: "ERROR"}
@@ -43,7 +44,7 @@ class HealthThresholds:
     memory_warn_mb: float = 0.0
 
     @classmethod
-    def from_params(cls, params: dict) -> HealthThresholds:  # type: ignore[type-arg]
+    def from_params(cls, params: Mapping[str, Any]) -> HealthThresholds:
         return cls(window_s=params["diagnostics.window_s"],
                    stale_input_s=params["diagnostics.stale_input_s"],
                    drop_warn_fraction=params["diagnostics.drop_warn_fraction"],

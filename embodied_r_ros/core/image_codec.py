@@ -143,12 +143,11 @@ def image_from_raw(
     rows = buf.reshape(height, step)[:, :row_bytes]
     if dtype == "u2":
         order = ">" if is_bigendian else "<"
-        pixels = np.ascontiguousarray(rows).view(np.dtype(order + "u2")).reshape(height, width)
-        grey = _scale16(pixels)
+        wide = np.ascontiguousarray(rows).view(np.dtype(order + "u2")).reshape(height, width)
+        grey = _scale16(wide)
         return np.ascontiguousarray(np.repeat(grey[:, :, None], 3, axis=2))
-    pixels = np.ascontiguousarray(rows).reshape(height, width, channels) if channels > 1 else (
-        np.ascontiguousarray(rows).reshape(height, width)
-    )
+    pixels: np.ndarray = (np.ascontiguousarray(rows).reshape(height, width, channels)
+                          if channels > 1 else np.ascontiguousarray(rows).reshape(height, width))
     if key == "rgb8":
         out = pixels
     elif key in ("bgr8", "8uc3"):

@@ -1,28 +1,38 @@
-"""Overlap between two views related by a homography, computed from geometry.
+"""Overlap of the current view with the last key frame (docs/method.md §2), exactly as the
+reference measures it, plus a geometric shortcut that never changes a keep/drop decision.
 
-The reference measures overlap by rasterising two full-resolution masks with
-`cv2.fillPoly` (the previous frame's rectangle and the current frame's corners mapped into
-the previous frame) and counting the pixels they share. This module gets the same decision
-from a few dozen arithmetic operations instead:
+Reference measurement, step by step (`reference_mask_overlap` does exactly this):
 
-1. The four projected corners are clamped to +-1e6 px and truncated to integers, exactly as
-   the rasteriser receives them (both implementations share this convention).
-2. The quadrilateral is split into simple pieces. A projective image of a rectangle is
-   usually convex, but when a corner lies near or behind the homography's horizon line the
-   four points can form a non-convex quad or a "bow-tie" whose opposite edges cross. For a
-   bow-tie, the crossing point splits it into two triangles; `fillPoly` fills both lobes,
-   so their unsigned areas are added (a plain shoelace sum would subtract them).
-3. Each piece is clipped against the pixel-centre rectangle [0, w-1] x [0, h-1]
-   (Sutherland-Hodgman; exact for any simple polygon against a convex window) and its area
-   taken with the shoelace formula.
-4. `fillPoly` counts pixels whose centres lie inside or on the polygon boundary, so the
-   pixel count is about area + half the boundary length; it also clamps each scan-line
-   span to the image, so a row the polygon crosses wholly outside the frame still lights
-   one border pixel. The estimate is area + Chebyshev perimeter / 2 + 1, and its error is
-   bounded by the L1 perimeter of the clipped pieces + 2 px per covered row + 8 (checked
-   against the rasteriser on 20k random quads in the tests: worst error < half the bound).
-   When the threshold lies inside that error band, the mask is rasterised once to decide
-   exactly, so the keep/drop decision always equals the mask-based reference.
+1. The corners (0, 0), (w, 0), (w, h), (0, h) of the previous key frame (w x h: its width
+   and height; note w and h, not w-1 and h-1) are mapped through the homography
+   (current -> previous) with `cv2.perspectiveTransform` on float32 input, so the result is
+   float32.
+2. Both the unmapped rectangle and the mapped quadrilateral are cast to int32 with numpy's
+   cast (`np.int32(...)`): truncation toward zero, no clamping. NaN, +-inf and values outside
+   the int32 range become INT32_MIN (-2147483648) on x86, which is what numpy's unsafe cast
+   does there; this module feeds those values to the rasteriser unchanged, as the reference
+   does (a polygon with such a vertex can take seconds to rasterise: same cost as the
+   reference).
+3. Each polygon is filled with `cv2.fillPoly` (value 1) on its own h x w uint8 mask, the two
+   masks are ANDed, and overlap = shared pixels / (w * h) as a float64 division.
+
+The frame rectangle (w, h corners) covers every pixel of its mask, so the overlap is the
+number of pixels `fillPoly` sets for the quadrilateral, over w * h.
+
+Geometric shortcut (`estimate_overlap_pixels`), used only to decide faster:
+
+- The quadrilateral is split into simple pieces (a "bow-tie" whose opposite edges cross
+  becomes two triangles, because `fillPoly` fills both lobes), each piece is clipped to the
+  pixel-centre rectangle [0, w-1] x [0, h-1] (Sutherland-Hodgman) and its area taken with
+  the shoelace formula. `fillPoly` counts pixels whose centres lie inside or on the
+  boundary, and lights one border pixel on rows the polygon crosses wholly outside the
+  frame, so the estimate is area + Chebyshev perimeter / 2 + 1 per piece, with an error
+  bound of the L1 perimeter + 2 px per covered row + 8 per piece.
+- The estimate is trusted only inside its proven range: every integer corner within
+  +-`PROVEN_COORD_LIMIT` pixels (the range the tests check against the rasteriser). Outside
+  that range, and whenever the threshold lies inside the error band, the exact reference
+  masks are rasterised, so the decision (`overlap < threshold`) always equals the reference's.
+  The overlap value returned with a shortcut decision is the estimate (within the bound).
 """
 
 from __future__ import annotations
@@ -33,37 +43,59 @@ from typing import Sequence
 import cv2
 import numpy as np
 
-# Projected corners are clamped to this many pixels before rasterising.
-COORD_LIMIT = 1_000_000
+# Integer corners beyond this many pixels from the origin always use the exact masks.
+PROVEN_COORD_LIMIT = 1 << 20
 
 Point = tuple[float, float]
 
 
-def frame_corners(width: int, height: int) -> np.ndarray:
-    """Pixel-centre corners of a width x height frame, shape (4, 1, 2), float32."""
+def reference_corners(width: int, height: int) -> np.ndarray:
+    """Corners (0, 0), (w, 0), (w, h), (0, h) of a width x height frame, (4, 1, 2) float32."""
     return np.array(
-        [[[0, 0]], [[width - 1, 0]], [[width - 1, height - 1]], [[0, height - 1]]],
-        dtype=np.float32,
+        [[[0, 0]], [[width, 0]], [[width, height]], [[0, height]]], dtype=np.float32
     )
 
 
-def project_corners(homography: np.ndarray, width: int, height: int) -> np.ndarray | None:
-    """Map the corners of a width x height frame through `homography`.
+def to_int32_like_reference(points: np.ndarray) -> np.ndarray:
+    """numpy's int32 cast of float32 points: truncation, no clamping (non-finite and
+    out-of-range values become INT32_MIN on x86), shape (4, 2)."""
+    # np.asarray(..., np.int32) performs the same unsafe C cast as the reference's
+    # np.int32([...]) (test_keyframes checks both on NaN, inf and out-of-range values).
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.asarray(np.asarray(points, dtype=np.float32).reshape(-1, 2)).astype(np.int32)
 
-    Returns the integer quad (4, 2) int32 the rasteriser would receive, or None when the
-    mapping is not finite (degenerate homography).
-    """
-    mapped = cv2.perspectiveTransform(frame_corners(width, height), homography).reshape(4, 2)
-    if not np.all(np.isfinite(mapped)):
-        return None
-    return np.clip(mapped, -COORD_LIMIT, COORD_LIMIT).astype(np.int32)
+
+def project_corners(homography: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Integer quad (4, 2) int32 of a width x height frame's corners mapped by `homography`,
+    exactly as the reference hands it to the rasteriser (never None: degenerate mappings
+    give INT32_MIN coordinates, as in the reference)."""
+    mapped = cv2.perspectiveTransform(reference_corners(width, height), homography)
+    return to_int32_like_reference(mapped)
+
+
+def reference_mask_overlap(quad: np.ndarray, width: int, height: int) -> float:
+    """The reference's overlap: fillPoly masks of the frame rectangle and of `quad`, ANDed,
+    shared pixels / (w * h)."""
+    rect = to_int32_like_reference(reference_corners(width, height))
+    mask_rect = np.zeros((height, width), dtype=np.uint8)
+    mask_quad = np.zeros((height, width), dtype=np.uint8)
+    cv2.fillPoly(mask_rect, [rect.reshape(-1, 1, 2)], 1)
+    cv2.fillPoly(mask_quad, [np.asarray(quad, dtype=np.int32).reshape(-1, 1, 2)], 1)
+    shared = int(np.count_nonzero(cv2.bitwise_and(mask_rect, mask_quad)))
+    return shared / (width * height)
 
 
 def mask_overlap_pixels(quad: np.ndarray, width: int, height: int) -> int:
-    """Exact reference count: pixels of a width x height mask that `fillPoly(quad)` sets."""
+    """Pixels of a width x height mask that `cv2.fillPoly(quad)` sets (no frame mask)."""
     mask = np.zeros((height, width), dtype=np.uint8)
     cv2.fillPoly(mask, [np.asarray(quad, dtype=np.int32).reshape(-1, 1, 2)], 1)
     return int(np.count_nonzero(mask))
+
+
+def in_proven_range(quad: np.ndarray) -> bool:
+    """Whether every integer corner lies within +-PROVEN_COORD_LIMIT pixels."""
+    q = np.asarray(quad, dtype=np.int64)
+    return bool(np.all(np.abs(q) <= PROVEN_COORD_LIMIT))
 
 
 def _cross(o: Sequence[float], a: Sequence[float], b: Sequence[float]) -> float:
@@ -158,15 +190,17 @@ def estimate_overlap_pixels(quad: np.ndarray, width: int, height: int) -> tuple[
 def overlap_fraction(
     quad: np.ndarray, width: int, height: int, threshold: float | None = None
 ) -> tuple[float, bool]:
-    """Overlap of the projected quad with a width x height frame, as a fraction of w*h.
+    """Overlap of the integer quad with a width x height frame, as a fraction of w * h.
 
-    With a `threshold`, the result is guaranteed to fall on the same side of it
-    (``< threshold``) as the exact mask count: if the estimate is within its error bound
-    of the threshold, the mask is rasterised. Returns (overlap, used_mask).
+    With a finite `threshold`, ``result < threshold`` is guaranteed to equal the reference's
+    ``reference_mask_overlap(...) < threshold``: the exact masks are rasterised when a corner
+    is outside the proven range or the estimate is within its error bound of the threshold.
+    Without a threshold the exact value is returned. Returns (overlap, used_exact_masks).
     """
+    if threshold is None or not math.isfinite(threshold) or not in_proven_range(quad):
+        return reference_mask_overlap(quad, width, height), True
     total = float(width * height)
     estimate, bound = estimate_overlap_pixels(quad, width, height)
-    if threshold is not None and math.isfinite(threshold):
-        if abs(estimate - threshold * total) <= bound:
-            return mask_overlap_pixels(quad, width, height) / total, True
+    if abs(estimate - threshold * total) <= bound:
+        return reference_mask_overlap(quad, width, height), True
     return max(0.0, estimate) / total, False

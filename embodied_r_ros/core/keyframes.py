@@ -1,36 +1,86 @@
-"""Key-frame selection: the reference algorithm in streaming form, with bounded state.
+"""Key-frame selection (docs/method.md §2): the reference rules, shared by whole-clip
+extraction and the live stream, with bounded state.
 
-Pipeline (FACTS section 2):
+Exact rules, as the reference runs them on a video file:
 
-1. `FrameRateSampler` thins the camera stream to `sample_fps` frames per second of stream
-   time (1 Hz by default).
-2. `StreamingKeyFrameSelector` compares each sampled frame with the last *kept* key frame:
-   ORB features (OpenCV defaults) on the grey image, brute-force Hamming matching with
-   cross-check, a RANSAC homography current -> previous, and the overlap of the current
-   frame's projected corners with the previous frame. The frame is kept when the overlap
-   is below the threshold, or when it cannot be measured (no descriptors, too few matches,
-   no homography). Only the last key frame's key points, descriptors and size are stored.
-3. `apply_count_rule` bounds the number of key frames for a finished clip.
+1. Sampling (`reference_sample_indices`): step = int(fps) where fps is OpenCV's
+   CAP_PROP_FPS (29.97 fps gives 29); keep the frames with index 0, step, 2*step, ... below
+   the frame count the container reports (int(CAP_PROP_FRAME_COUNT), even if inaccurate),
+   and also frame count - 1 when not already kept. Frames are numbered in the order
+   `cv2.VideoCapture.read()` returns them; reading stops at the first failed read. A step
+   below 1 (fps < 1) is an InvalidRequestError (the reference crashes there). With
+   `KeyFrameParams.sample_fps` other than 1 the step is int(fps / sample_fps); <= 0 keeps
+   every frame.
+2. Features (`detect_features`): ORB with OpenCV defaults on the grey image of the full
+   decoded frame (BGR -> grey for video frames; RGB -> grey for live frames gives the same
+   grey values).
+3. Comparison (`StreamingKeyFrameSelector.push_features`), always against the last KEPT key
+   frame: no descriptors in either frame -> keep; brute-force Hamming matching with
+   cross-check, query = key frame, train = current frame; matches sorted by distance
+   (stable, ties keep the matcher's order) BEFORE the point arrays are built; 10 matches or
+   fewer (`min_matches`) -> keep; homography current -> key frame points, RANSAC with
+   reprojection threshold 5.0; none found -> keep; otherwise overlap (see
+   `keyframe_overlap`: corners (0,0),(w,0),(w,h),(0,h) of the key frame, int32 truncation,
+   fillPoly masks) and keep when overlap < 0.5. The key frame's features change only when
+   a frame is kept.
+4. The first sampled frame is always a key frame; the last sampled frame is appended when
+   it is not one.
+5. Count rule (`reference_count_rule`): fewer than min_keyframes (4) key frames -> the
+   sampler below applied to ALL sampled positions with m = 4; more than max_keyframes (32)
+   -> the sampler applied to the key-frame list with m = 32; otherwise unchanged. Sampler
+   (`reference_subsample`): a list of n <= m items is returned as it is; otherwise first,
+   last and, for i = 0 .. m-3, the item at int(round(i * step)) + 1 with
+   step = (n - 2) / (m - 2) computed first as a float (Python's round: halves to even).
+   21 sampled frames -> [0, 1, 11, 20]; 10 -> [0, 1, 5, 9].
 
-`select_keyframes` runs 2+3 over frames already sampled; `extract_keyframes_from_video`
-runs 1+2+3 over a video file without holding more than one decoded frame (plus, when
-images are requested, at most `max_keyframes` key-frame images).
+`select_keyframes` applies 2-5 to frames already sampled; `extract_keyframes_from_video`
+applies 1-5 to a video file and returns exactly the reference's final indices. It decodes
+only what the sampled frames need (see `video_frames`) on a background thread, computes
+ORB features for several sampled frames at once on a thread pool while decisions are taken
+in order on the calling thread, and holds a bounded number of decoded frames (at most
+2 waiting for ORB, 2 * workers + 1 waiting for a decision).
+
+Live stream differences (robot): frames are thinned by `FrameRateSampler`, which uses the
+frames' header stamps (1 Hz of stream time) instead of frame numbers, since a live stream
+has no frame count and may drop frames; the "last frame" is the frame current when a
+question arrives (forced by the tracker), and `apply_count_rule` spreads its picks evenly.
+The per-frame decision is the same code as the offline path (`StreamingKeyFrameSelector`),
+so the same sampled frames give the same decisions. `push()` never raises on a uint8
+(H, W) / (H, W, 1) / (H, W, 3) image of any size >= 1 x 1: an image ORB cannot process
+(a one-pixel-wide or -high image) gives a decision with reason "unusable_image", is not a
+key frame and leaves the selector's state unchanged.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import queue
+import threading
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import cv2
 import numpy as np
 
 from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.keyframe_overlap import overlap_fraction, project_corners
-from embodied_r_ros.core.video_frames import SampledVideoReader
+from embodied_r_ros.core.video_frames import (
+    FastDecodeUnavailable,
+    VideoInfo,
+    decoder_threads,
+    make_reader,
+    probe_video_and_first_frame,
+    strategies_for,
+)
+
+LOG = logging.getLogger("embodied_r_ros.keyframes")
 
 REASON_FIRST = "first"
 REASON_LOW_OVERLAP = "low_overlap"
@@ -38,6 +88,7 @@ REASON_NO_FEATURES = "no_features"
 REASON_FEW_MATCHES = "few_matches"
 REASON_NO_HOMOGRAPHY = "no_homography"
 REASON_HIGH_OVERLAP = "high_overlap"
+REASON_UNUSABLE_IMAGE = "unusable_image"
 REASONS = (
     REASON_FIRST,
     REASON_LOW_OVERLAP,
@@ -45,6 +96,7 @@ REASONS = (
     REASON_FEW_MATCHES,
     REASON_NO_HOMOGRAPHY,
     REASON_HIGH_OVERLAP,
+    REASON_UNUSABLE_IMAGE,
 )
 
 
@@ -62,12 +114,16 @@ def _is_real(value: object) -> bool:
 class KeyFrameParams:
     """Settings of the key-frame selector; defaults are the reference values.
 
-    - sample_fps: frames per second of stream time to examine; <= 0 examines every frame.
+    - sample_fps: frames examined per second. Live streams: per second of stream time (the
+      stamp-based `FrameRateSampler`). Video files: every ``int(video_fps / sample_fps)``-th
+      frame plus the last one (the reference rule; 1.0 gives step ``int(video_fps)``).
+      <= 0 examines every frame.
     - overlap_threshold: keep a frame when its overlap with the last key frame is below it.
     - min_matches: keep a frame when there are this many cross-checked matches or fewer
       (at least 3, so a homography always has 4 point pairs).
     - ransac_reproj_threshold: RANSAC inlier distance in pixels.
-    - min_keyframes / max_keyframes: count limits applied to a finished clip.
+    - min_keyframes / max_keyframes: count limits applied to a finished clip (the
+      reference count rule for video files, `apply_count_rule` for the live stream).
     """
 
     sample_fps: float = 1.0
@@ -103,9 +159,10 @@ class KeyFrameParams:
 
 
 def _check_counts(min_keyframes: object, max_keyframes: object) -> None:
-    if not _is_int(min_keyframes) or min_keyframes < 1:
+    if not isinstance(min_keyframes, (int, np.integer)) or not _is_int(min_keyframes) or min_keyframes < 1:
         raise InvalidRequestError(f"min_keyframes must be an integer >= 1, got {min_keyframes!r}")
-    if not _is_int(max_keyframes) or max_keyframes < max(2, min_keyframes):
+    if (not isinstance(max_keyframes, (int, np.integer)) or not _is_int(max_keyframes)
+            or max_keyframes < max(2, int(min_keyframes))):
         raise InvalidRequestError(
             f"max_keyframes must be an integer >= max(2, min_keyframes), got {max_keyframes!r}"
         )
@@ -176,27 +233,120 @@ class FrameRateSampler:
         return True
 
 
+# -- reference sampling of a video file ------------------------------------------------------
+
+
+def sampling_step(video_fps: float, sample_fps: float = 1.0) -> int:
+    """Frames between sampled frames of a video file: int(video_fps / sample_fps).
+
+    With the default sample_fps = 1.0 this is int(video_fps), the reference's step (29.97 fps
+    -> 29). sample_fps <= 0 gives 1 (every frame). A step below 1 raises InvalidRequestError.
+    """
+    if not _is_real(video_fps) or not math.isfinite(video_fps) or video_fps <= 0:
+        raise InvalidRequestError(
+            f"video frame rate must be a positive number, got {video_fps!r}; the file's "
+            "header has no usable frame rate - re-mux it with a frame rate set"
+        )
+    if not _is_real(sample_fps) or not math.isfinite(sample_fps):
+        raise InvalidRequestError(f"sample_fps must be a finite number, got {sample_fps!r}")
+    if sample_fps <= 0:
+        return 1
+    step = int(video_fps / sample_fps)
+    if step < 1:
+        raise InvalidRequestError(
+            f"a {video_fps:g} fps video sampled at {sample_fps:g} fps gives a sampling step of "
+            f"{step} frames (step = int(fps / sample_fps)); the reference cannot sample it - "
+            "use a lower sample_fps (--fps) so that the step is at least 1"
+        )
+    return step
+
+
+def reference_sample_indices(frame_count: int, step: int) -> list[int]:
+    """Frame numbers the reference keeps: 0, step, 2*step, ... below `frame_count`, then
+    `frame_count - 1` when missing. `frame_count` is the container's count (may be wrong:
+    numbers the video does not reach are simply never decoded). Empty for a count <= 0."""
+    if not _is_int(step) or step < 1:
+        raise InvalidRequestError(f"sampling step must be an integer >= 1, got {step!r}")
+    if not _is_int(frame_count):
+        raise InvalidRequestError(f"frame count must be an integer, got {frame_count!r}")
+    if frame_count <= 0:
+        return []
+    indices = list(range(0, frame_count, step))
+    if indices[-1] != frame_count - 1:
+        indices.append(frame_count - 1)
+    return indices
+
+
+# -- features and the per-frame decision ------------------------------------------------------
+
+
 def to_gray(image: np.ndarray) -> np.ndarray:
-    """Grey uint8 view of an RGB (H, W, 3) or grey (H, W) / (H, W, 1) uint8 image."""
+    """Grey uint8 (H, W) of an RGB (H, W, 3) or grey (H, W) / (H, W, 1) uint8 image, H, W >= 1.
+
+    Raises InvalidRequestError for anything else (wrong type, dtype, channel count or an
+    empty image)."""
     if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
         raise InvalidRequestError("key-frame image must be a uint8 numpy array")
     if image.ndim == 3 and image.shape[2] == 1:
         image = image[:, :, 0]
-    if image.ndim == 2:
-        gray = image
-    elif image.ndim == 3 and image.shape[2] == 3:
-        gray = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
-    else:
+    if image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[2] != 3):
         raise InvalidRequestError(
             f"key-frame image must be RGB (H, W, 3) or grey (H, W), got shape {image.shape}"
         )
-    if gray.shape[0] < 2 or gray.shape[1] < 2:
-        raise InvalidRequestError(f"key-frame image too small: {image.shape}")
-    return np.ascontiguousarray(gray)
+    if image.shape[0] < 1 or image.shape[1] < 1:
+        raise InvalidRequestError(f"key-frame image is empty: shape {image.shape}")
+    if image.ndim == 3:
+        return cv2.cvtColor(np.ascontiguousarray(image), cv2.COLOR_RGB2GRAY)
+    return np.ascontiguousarray(image)
+
+
+@dataclass(frozen=True)
+class FrameFeatures:
+    """ORB features of one grey frame: key-point positions (N, 2) float32, descriptors
+    (N, 32) uint8 or None when ORB found none, and the frame size. `usable` is False when
+    ORB could not process the image at all (e.g. a frame one pixel wide)."""
+
+    points: np.ndarray
+    descriptors: np.ndarray | None
+    width: int
+    height: int
+    usable: bool = True
+
+
+_EMPTY_POINTS = np.empty((0, 2), np.float32)
+
+
+def detect_features(gray: np.ndarray, orb: cv2.ORB) -> FrameFeatures:
+    """ORB (OpenCV defaults) on a grey uint8 frame; never raises for a 2-D uint8 array."""
+    height, width = gray.shape[:2]
+    try:
+        keypoints, descriptors = orb.detectAndCompute(gray, None)
+    except cv2.error:
+        return FrameFeatures(_EMPTY_POINTS, None, width, height, usable=False)
+    if keypoints:
+        points = np.asarray(cv2.KeyPoint.convert(keypoints), np.float32).reshape(-1, 2)
+    else:
+        points = _EMPTY_POINTS
+    return FrameFeatures(points, descriptors, width, height)
+
+
+_THREAD_ORB = threading.local()
+
+
+def detect_features_threadsafe(gray: np.ndarray) -> FrameFeatures:
+    """`detect_features` with one ORB detector per thread (for worker pools)."""
+    orb = getattr(_THREAD_ORB, "orb", None)
+    if orb is None:
+        orb = _THREAD_ORB.orb = cv2.ORB.create()
+    return detect_features(gray, orb)
+
+
+_BY_DISTANCE = attrgetter("distance")
 
 
 class StreamingKeyFrameSelector:
-    """Decides frame by frame whether a sampled frame is a new key frame.
+    """Decides frame by frame whether a sampled frame is a new key frame (rules 2-4 of the
+    module docstring, minus appending the last frame, which needs the end of the clip).
 
     State is bounded: the key points (N x 2 float32), descriptors (N x 32 uint8) and size
     of the last kept key frame, plus two counters. ORB's default cap of 500 features keeps
@@ -205,62 +355,124 @@ class StreamingKeyFrameSelector:
 
     def __init__(self, params: KeyFrameParams | None = None) -> None:
         self.params = params if params is not None else KeyFrameParams()
-        self._orb = cv2.ORB_create()
+        self._orb = cv2.ORB.create()
         self._matcher = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
         self.reset()
 
     def reset(self) -> None:
-        """Start a new episode: the next frame pushed is a key frame."""
-        self._key_points: np.ndarray | None = None
-        self._key_descriptors: np.ndarray | None = None
-        self._key_size: tuple[int, int] | None = None
+        """Start a new episode: the next usable frame pushed is a key frame."""
+        self._key: FrameFeatures | None = None
         self.n_pushed = 0
         self.n_keyframes = 0
 
+    def features(self, image: np.ndarray) -> FrameFeatures:
+        """ORB features of an RGB or grey uint8 image (InvalidRequestError for a bad array)."""
+        return detect_features(to_gray(image), self._orb)
+
     def push(self, image: np.ndarray) -> KeyFrameDecision:
-        """Examine one sampled frame (RGB or grey uint8) against the last key frame."""
-        gray = to_gray(image)
-        keypoints, descriptors = self._orb.detectAndCompute(gray, None)
-        if keypoints:
-            points = np.asarray(cv2.KeyPoint_convert(keypoints), np.float32).reshape(-1, 2)
-        else:
-            points = np.empty((0, 2), np.float32)
-        height, width = gray.shape
-        decision = self._decide(points, descriptors, width, height)
+        """Examine one sampled frame (RGB or grey uint8, any size >= 1 x 1) against the last
+        key frame. Raises InvalidRequestError only for a wrong dtype or shape."""
+        return self.push_features(self.features(image))
+
+    def push_features(self, current: FrameFeatures) -> KeyFrameDecision:
+        """The decision for a frame whose features were computed already (the offline path
+        computes them on a worker pool); updates the key frame when the frame is kept."""
         self.n_pushed += 1
+        if not current.usable:
+            return KeyFrameDecision(False, -1.0, REASON_UNUSABLE_IMAGE)
+        decision = self._decide(current)
         if decision.is_keyframe:
-            self._key_points = points
-            self._key_descriptors = descriptors
-            self._key_size = (width, height)
+            self._key = current
             self.n_keyframes += 1
         return decision
 
-    def _decide(
-        self, points: np.ndarray, descriptors: np.ndarray | None, width: int, height: int
-    ) -> KeyFrameDecision:
-        p = self.params
-        if self._key_size is None:
+    def _decide(self, current: FrameFeatures) -> KeyFrameDecision:
+        key = self._key
+        if key is None:
             return KeyFrameDecision(True, -1.0, REASON_FIRST)
-        if descriptors is None or self._key_descriptors is None:
+        if key.descriptors is None or current.descriptors is None:
             return KeyFrameDecision(True, -1.0, REASON_NO_FEATURES)
-        matches = self._matcher.match(self._key_descriptors, descriptors)
-        if len(matches) <= p.min_matches:
+        matches = sorted(self._matcher.match(key.descriptors, current.descriptors),
+                         key=_BY_DISTANCE)
+        if len(matches) <= self.params.min_matches:
             return KeyFrameDecision(True, -1.0, REASON_FEW_MATCHES)
-        previous = self._key_points[[m.queryIdx for m in matches]].reshape(-1, 1, 2)
-        current = points[[m.trainIdx for m in matches]].reshape(-1, 1, 2)
-        homography, _ = cv2.findHomography(
-            current, previous, cv2.RANSAC, float(p.ransac_reproj_threshold)
-        )
+        key_points = key.points[[m.queryIdx for m in matches]].reshape(-1, 1, 2)
+        current_points = current.points[[m.trainIdx for m in matches]].reshape(-1, 1, 2)
+        try:
+            homography, _ = cv2.findHomography(
+                current_points, key_points, cv2.RANSAC,
+                float(self.params.ransac_reproj_threshold),
+            )
+        except cv2.error:
+            homography = None
         if homography is None:
             return KeyFrameDecision(True, -1.0, REASON_NO_HOMOGRAPHY)
-        quad = project_corners(homography, width, height)
-        if quad is None:
-            return KeyFrameDecision(True, -1.0, REASON_NO_HOMOGRAPHY)
-        key_w, key_h = self._key_size
-        overlap, _ = overlap_fraction(quad, key_w, key_h, p.overlap_threshold)
-        if overlap < p.overlap_threshold:
+        quad = project_corners(homography, key.width, key.height)
+        threshold = self.params.overlap_threshold
+        overlap, _ = overlap_fraction(quad, key.width, key.height, threshold)
+        if overlap < threshold:
             return KeyFrameDecision(True, overlap, REASON_LOW_OVERLAP)
         return KeyFrameDecision(False, overlap, REASON_HIGH_OVERLAP)
+
+
+# -- count rules ----------------------------------------------------------------------------
+
+
+def reference_subsample(items: Sequence[int], m: int) -> list[int]:
+    """The reference's sampler: `items` unchanged when len <= m; otherwise first, last and,
+    for i = 0 .. m-3, items[int(round(i * step)) + 1] with step = (n - 2) / (m - 2).
+
+    m = 2 gives [first, last] (the reference divides by zero there). Front-heavy by design:
+    reproduced exactly, including Python's round-half-to-even of i * step.
+    """
+    if not _is_int(m) or m < 2:
+        raise InvalidRequestError(f"sample size m must be an integer >= 2, got {m!r}")
+    items = list(items)
+    n = len(items)
+    if n <= m:
+        return items
+    n_middle = m - 2
+    if n_middle == 0:
+        return [items[0], items[-1]]
+    step = (n - 2) / n_middle
+    middle = [items[int(round(i * step)) + 1] for i in range(n_middle)]
+    return [items[0], *middle, items[-1]]
+
+
+def reference_count_rule(
+    keyframe_positions: Sequence[int],
+    n_sampled: int,
+    min_keyframes: int = 4,
+    max_keyframes: int = 32,
+) -> list[int]:
+    """Final key frames of a finished clip by the reference's rule (rules 4-5 above).
+
+    `keyframe_positions`: the selector's picks as strictly increasing positions among the
+    `n_sampled` sampled frames, first position 0. The last position is appended when
+    missing; then fewer than `min_keyframes` -> `reference_subsample(range(n_sampled),
+    min_keyframes)`, more than `max_keyframes` -> `reference_subsample(keyframes,
+    max_keyframes)`.
+    """
+    _check_counts(min_keyframes, max_keyframes)
+    if not _is_int(n_sampled) or n_sampled < 0:
+        raise InvalidRequestError(f"n_sampled must be an integer >= 0, got {n_sampled!r}")
+    kept: list[int] = []
+    for pos in keyframe_positions:
+        if not _is_int(pos) or not 0 <= pos < n_sampled or (kept and pos <= kept[-1]):
+            raise InvalidRequestError(
+                f"key-frame positions must increase strictly within 0..{n_sampled - 1}; "
+                f"got {list(keyframe_positions)!r}"
+            )
+        kept.append(int(pos))
+    if n_sampled == 0:
+        return []
+    if not kept or kept[-1] != n_sampled - 1:
+        kept.append(n_sampled - 1)
+    if len(kept) < min_keyframes:
+        return reference_subsample(range(n_sampled), max(2, min_keyframes))
+    if len(kept) > max_keyframes:
+        return reference_subsample(kept, max_keyframes)
+    return kept
 
 
 def even_picks(n: int, k: int) -> list[int]:
@@ -285,7 +497,10 @@ def apply_count_rule(
     min_keyframes: int = 4,
     max_keyframes: int = 32,
 ) -> list[int]:
-    """Final key frames of a finished clip, as sorted unique positions in the sampled frames.
+    """Live-stream count rule: final key frames as sorted unique positions among sampled frames.
+
+    Used by the robot pipeline (episodes of a live stream), not for video files: those use
+    `reference_count_rule`, the reference's rule. Steps:
 
     1. The last sampled frame (n_sampled - 1) is added if missing.
     2. Fewer than `min_keyframes`: the kept set is replaced by `even_picks(n_sampled,
@@ -319,14 +534,22 @@ def apply_count_rule(
 def select_keyframes(
     frames: Iterable[np.ndarray], params: KeyFrameParams | None = None
 ) -> list[int]:
-    """Final key-frame positions of already-sampled frames (RGB or grey uint8)."""
+    """Final key-frame positions of already-sampled frames (RGB or grey uint8), by the
+    reference rules 2-5 (the frames are the sampled frames, in order)."""
     params = params if params is not None else KeyFrameParams()
     selector = StreamingKeyFrameSelector(params)
     kept: list[int] = []
     for position, image in enumerate(frames):
-        if selector.push(image).is_keyframe:
+        decision = selector.push(image)
+        if decision.reason == REASON_UNUSABLE_IMAGE:
+            raise InvalidRequestError(
+                f"sampled frame {position} ({np.asarray(image).shape}) is too small for ORB "
+                "feature detection; frames must be at least 2 x 2 pixels"
+            )
+        if decision.is_keyframe:
             kept.append(position)
-    return apply_count_rule(kept, selector.n_pushed, params.min_keyframes, params.max_keyframes)
+    return reference_count_rule(kept, selector.n_pushed, params.min_keyframes,
+                                params.max_keyframes)
 
 
 @dataclass
@@ -334,9 +557,19 @@ class VideoKeyFrames:
     """Result of `extract_keyframes_from_video`.
 
     sampled_indices: final key frames as positions among the sampled frames.
-    source_frames: the same key frames as frame numbers of the video.
+    source_frames: the same key frames as frame numbers of the video (cap.read() order).
+    selected_positions: the selector's key frames before the count rule (last frame
+      appended), as positions among the sampled frames.
+    n_sampled: sampled frames decoded; n_source_frames: the container's frame count (the
+      count sampling used); video_fps: the container's frame rate (OpenCV's CAP_PROP_FPS).
+    seconds: wall time; decode_seconds: time the calling thread spent waiting for decoded
+      frames; select_seconds: time spent on features and decisions not hidden behind
+      decoding (grey conversion, waiting for ORB workers, matching, homography, overlap).
     images: RGB images of the final key frames when requested, else empty.
-    decode_strategy: "intra" (Motion-JPEG packets) or "sequential" (see video_frames).
+    decode_strategy: "pyav", "intra" or "sequential" (see video_frames); fallbacks: why
+      faster strategies were not used for this file.
+    packets_read / packets_decoded: packets (frames) the decoding pass read from the file
+      and sent to the decoder (PyAV skips some; OpenCV's grab() decodes all it reads).
     """
 
     sampled_indices: list[int]
@@ -347,6 +580,165 @@ class VideoKeyFrames:
     seconds: float
     images: list[np.ndarray] = field(default_factory=list)
     decode_strategy: str = ""
+    selected_positions: list[int] = field(default_factory=list)
+    decode_seconds: float = 0.0
+    select_seconds: float = 0.0
+    fallbacks: list[str] = field(default_factory=list)
+    packets_read: int = 0
+    packets_decoded: int = 0
+
+
+def default_workers() -> int:
+    """ORB worker threads for whole-clip extraction: the CPUs this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class _Selection:
+    kept: list[int]
+    sources: list[int]
+    cache: dict[int, np.ndarray] | None
+    latest: tuple[int, np.ndarray] | None
+    decode_s: float
+    select_s: float
+
+
+class _Prefetch:
+    """Runs a frame iterator on a background thread and hands its items over through a
+    bounded queue (decoding overlaps selection; at most `depth` decoded frames wait).
+    Exceptions of the iterator are raised again by `get`."""
+
+    _END = object()
+
+    def __init__(self, frames: Iterator[tuple[int, np.ndarray]], depth: int) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(frames,), daemon=True,
+                                        name="keyframes-decode")
+        self._thread.start()
+
+    def _put(self, item: object) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self, frames: Iterator[tuple[int, np.ndarray]]) -> None:
+        try:
+            for item in frames:
+                if not self._put(item):
+                    return
+            self._put((self._END, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            self._put((self._END, exc))
+        finally:
+            close = getattr(frames, "close", None)
+            if close is not None:
+                close()
+
+    def get(self) -> tuple[int, np.ndarray] | None:
+        """The next item, None at the end; re-raises the iterator's exception."""
+        item = self._queue.get()
+        if item[0] is self._END:
+            if item[1] is not None:
+                raise item[1]
+            return None
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _select_stream(
+    frames: Iterator[tuple[int, np.ndarray]],
+    params: KeyFrameParams,
+    *,
+    keep_images: bool,
+    workers: int,
+) -> _Selection:
+    """Rules 2-3 over decoded sampled frames (BGR), features on a pool, decisions in order."""
+    selector = StreamingKeyFrameSelector(params)
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+    in_flight = 2 * workers + 1
+    pending: deque[tuple[int, np.ndarray | None, Future[FrameFeatures] | FrameFeatures]] = deque()
+    out = _Selection([], [], {} if keep_images else None, None, 0.0, 0.0)
+
+    def settle() -> None:
+        number, bgr, job = pending.popleft()
+        t0 = time.perf_counter()
+        feats = job.result() if isinstance(job, Future) else job
+        decision = selector.push_features(feats)
+        out.select_s += time.perf_counter() - t0
+        if decision.reason == REASON_UNUSABLE_IMAGE:
+            raise InvalidRequestError(
+                f"frame {number} ({feats.width} x {feats.height}) is too small for ORB feature "
+                "detection (the reference cannot process it either)"
+            )
+        position = len(out.sources)
+        out.sources.append(number)
+        if decision.is_keyframe:
+            out.kept.append(position)
+        if bgr is not None:
+            rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+            out.latest = (position, rgb)
+            if out.cache is not None and len(out.kept) > params.max_keyframes:
+                out.cache = None  # too many to hold; a targeted pass fetches the final ones
+            elif out.cache is not None and decision.is_keyframe:
+                out.cache[position] = rgb
+
+    prefetch = _Prefetch(frames, depth=2) if pool is not None else None
+    try:
+        while True:
+            t0 = time.perf_counter()
+            item = prefetch.get() if prefetch is not None else next(frames, None)
+            out.decode_s += time.perf_counter() - t0
+            if item is None:
+                break
+            number, bgr = item
+            t0 = time.perf_counter()
+            gray = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
+            job = (pool.submit(detect_features_threadsafe, gray) if pool is not None
+                   else detect_features(gray, selector._orb))
+            out.select_s += time.perf_counter() - t0
+            pending.append((number, bgr if keep_images else None, job))
+            del bgr, gray, item
+            while len(pending) > in_flight:
+                settle()
+        while pending:
+            settle()
+    finally:
+        if prefetch is not None:
+            prefetch.close()  # stops the decoding thread, which closes the reader
+        else:
+            close = getattr(frames, "close", None)
+            if close is not None:
+                close()  # release the decoder now, also when selection stopped early
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return out
+
+
+def _fetch_frames(strategy: str, info: VideoInfo, numbers: list[int]) -> dict[int, np.ndarray]:
+    """Second, targeted pass: BGR images of the given frame numbers (plain OpenCV if the
+    strategy of the first pass fails this time)."""
+    try:
+        fetched = dict(make_reader(strategy, info, numbers, None, threads=0).frames())
+    except FastDecodeUnavailable as exc:
+        LOG.debug("targeted pass over %s: %s decoding not used: %s", info.path, strategy, exc)
+        fetched = {}
+    if any(n not in fetched for n in numbers):
+        fetched = dict(make_reader("sequential", info, numbers, None).frames())
+    if any(n not in fetched for n in numbers):
+        raise InvalidRequestError(f"video changed while it was read (frames {numbers} "
+                                  f"no longer decode): {info.path}")
+    return fetched
 
 
 def extract_keyframes_from_video(
@@ -355,83 +747,92 @@ def extract_keyframes_from_video(
     *,
     return_images: bool = False,
     fast_decode: bool = True,
+    workers: int | None = None,
+    decoder: str = "auto",
 ) -> VideoKeyFrames:
-    """Run sampling, selection and the count rule over a video file in one pass.
+    """The reference's final key frames of a video file (rules 1-5), in one streaming pass.
 
-    Only sampled frames are decoded (see `video_frames.SampledVideoReader`), and only the
-    last key frame's features are held. With `return_images`, key-frame images are cached
-    while there are at most `max_keyframes` of them (plus the latest sampled frame, which
-    the count rule may add); any final frame not cached (count rule cases) is fetched by a
-    second, targeted pass that stops at the last frame needed. Missing or unreadable
-    files raise InvalidRequestError naming the path.
+    - fast_decode: try the PyAV decoder (skips the decoding sampling allows), then
+      OpenCV's raw Motion-JPEG packets, then plain OpenCV grab()/retrieve(); a strategy
+      that cannot guarantee OpenCV's exact frames for this file hands over to the next (the
+      pass restarts; `fallbacks` says why). False: plain OpenCV only.
+    - decoder: "auto" (the order above) or one strategy ("pyav", "intra", "sequential") to
+      try first, with plain OpenCV behind it.
+    - workers: ORB threads (default: all usable CPUs; 1 = no pool); the PyAV decoder uses
+      half as many threads (at least 1).
+    - return_images: also return the final key frames as RGB arrays. Key-frame images are
+      cached while there are at most `max_keyframes` of them (plus the latest sampled
+      frame); frames the count rule picks that were not cached are fetched by a second,
+      targeted pass that decodes only what they need.
+
+    Missing or unreadable files, a frame rate below the sampling rate and videos with no
+    decodable sampled frame raise InvalidRequestError naming the path.
     """
     started = time.perf_counter()
     params = params if params is not None else KeyFrameParams()
-    reader = SampledVideoReader(path, prefer_intra=fast_decode)
-    sampler = FrameRateSampler(params.sample_fps)
-    selector = StreamingKeyFrameSelector(params)
-    kept: list[int] = []
-    source_of: dict[int, int] = {}
-    cache: dict[int, np.ndarray] | None = {} if return_images else None
-    latest: tuple[int, np.ndarray] | None = None
-    n_sampled = 0
-    for frame_number, bgr in reader.iter_sampled(sampler.accept):
-        position = n_sampled
-        n_sampled += 1
-        is_key = selector.push(cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)).is_keyframe
-        if is_key:
-            kept.append(position)
-            source_of[position] = frame_number
-        if return_images:
-            rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-            latest = (position, rgb)
-            if cache is not None and len(kept) > params.max_keyframes:
-                cache = None  # too many to hold; a targeted pass will fetch the final ones
-            elif cache is not None and is_key:
-                cache[position] = rgb
-        del bgr
-    final = apply_count_rule(kept, n_sampled, params.min_keyframes, params.max_keyframes)
-    if any(pos not in source_of for pos in final):
-        source_of.update(_replay_sampler(params.sample_fps, reader.info.fps, reader.n_source_frames, final))
-    source_frames = [source_of[pos] for pos in final]
+    n_workers = default_workers() if workers is None else int(workers)
+    if n_workers < 1:
+        raise InvalidRequestError(f"workers must be >= 1, got {workers!r}")
+    strategies = strategies_for(fast_decode, decoder)
+    info, frame0 = probe_video_and_first_frame(path, read_first=strategies[0] != "sequential")
+    step = sampling_step(info.fps, params.sample_fps)
+    wanted = reference_sample_indices(info.frame_count, step)
+    if not wanted:
+        raise InvalidRequestError(
+            f"video reports {info.frame_count} frames, so the reference sampling keeps none: "
+            f"{info.path} (re-mux the file so its header carries a frame count)"
+        )
+    def first_frame() -> np.ndarray | None:  # OpenCV's frame 0, for the fast paths' check
+        return frame0
+
+    fallbacks: list[str] = []
+    selection: _Selection | None = None
+    strategy = ""
+    for strategy in strategies:
+        reader = make_reader(strategy, info, wanted, first_frame,
+                             threads=decoder_threads(n_workers))
+        try:
+            selection = _select_stream(reader.frames(), params, keep_images=return_images,
+                                       workers=n_workers)
+            break
+        except FastDecodeUnavailable as exc:
+            fallbacks.append(f"{strategy}: {exc}")
+            LOG.debug("key frames of %s: %s decoding not used: %s", info.path, strategy, exc)
+    assert selection is not None  # the last strategy never raises FastDecodeUnavailable
+    n_sampled = len(selection.sources)
+    if n_sampled == 0:
+        raise InvalidRequestError(f"no sampled frame could be decoded from video: {info.path}")
+    selected = list(selection.kept)
+    if selected[-1] != n_sampled - 1:
+        selected.append(n_sampled - 1)
+    final = reference_count_rule(selected, n_sampled, params.min_keyframes,
+                                 params.max_keyframes)
+    source_frames = [selection.sources[pos] for pos in final]
     images: list[np.ndarray] = []
-    if return_images and final:
-        have = dict(cache or {})
-        if latest is not None:
-            have[latest[0]] = latest[1]
-        missing = [source_of[pos] for pos in final if pos not in have]
-        fetched = reader.read_frames(missing) if missing else {}
+    if return_images:
+        have = dict(selection.cache or {})
+        if selection.latest is not None:
+            have[selection.latest[0]] = selection.latest[1]
+        missing = sorted({selection.sources[pos] for pos in final if pos not in have})
+        fetched = _fetch_frames(strategy, info, missing) if missing else {}
         for pos in final:
             if pos in have:
                 images.append(have[pos])
             else:
-                images.append(cv2.cvtColor(fetched[source_of[pos]], cv2.COLOR_BGR2RGB))
+                images.append(cv2.cvtColor(fetched[selection.sources[pos]], cv2.COLOR_BGR2RGB))
     return VideoKeyFrames(
         sampled_indices=final,
         source_frames=source_frames,
         n_sampled=n_sampled,
-        video_fps=reader.info.fps,
-        n_source_frames=reader.n_source_frames,
+        video_fps=info.fps,
+        n_source_frames=info.frame_count,
         seconds=time.perf_counter() - started,
         images=images,
-        decode_strategy=reader.strategy,
+        decode_strategy=strategy,
+        selected_positions=selected,
+        decode_seconds=selection.decode_s,
+        select_seconds=selection.select_s,
+        fallbacks=fallbacks,
+        packets_read=reader.stats.packets,
+        packets_decoded=reader.stats.sent,
     )
-
-
-def _replay_sampler(
-    sample_fps: float, video_fps: float, n_source_frames: int, positions: Sequence[int]
-) -> dict[int, int]:
-    """Source frame numbers of the given sampled positions, by re-running the sampler
-    over the frame stamps (arithmetic only, no decoding)."""
-    wanted = set(positions)
-    out: dict[int, int] = {}
-    sampler = FrameRateSampler(sample_fps)
-    position = 0
-    for number in range(n_source_frames):
-        if sampler.accept(number / video_fps):
-            if position in wanted:
-                out[position] = number
-                if len(out) == len(wanted):
-                    break
-            position += 1
-    return out

@@ -1,7 +1,9 @@
 """`embodied-r keyframes VIDEO`: print the key frames chosen from a video file.
 
-Meant for tuning the selector's thresholds on recorded clips; prints the final key frames
-as positions among the sampled frames and as source frame numbers, and the time taken.
+Prints the final key frames as positions among the sampled frames (`sampled_indices`) and
+as frame numbers of the video (`source_frames`); with the default settings both equal the
+reference method's (docs/method.md §2). Also prints the time taken, split into decoding and
+selection, and the decoding strategy used.
 """
 
 from __future__ import annotations
@@ -36,8 +38,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max", dest="max_keyframes", type=int, default=defaults.max_keyframes,
                         help=f"most key frames (default {defaults.max_keyframes})")
     parser.add_argument("--fps", type=float, default=defaults.sample_fps,
-                        help=f"frames examined per second of video (default {defaults.sample_fps}; "
-                        "0 = every frame)")
+                        help="frames examined per second of video: every int(video_fps / FPS)-th "
+                        f"frame plus the last (default {defaults.sample_fps:g}, the reference's "
+                        "int(video_fps) step; 0 = every frame)")
+    parser.add_argument("--decoder", default="auto",
+                        choices=["auto", "pyav", "intra", "sequential"],
+                        help="how to decode: auto (PyAV, then OpenCV's raw Motion-JPEG packets, "
+                        "then plain OpenCV), or one of them first with plain OpenCV behind it; "
+                        "every choice gives the same key frames (default auto)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="threads for ORB features (default: all usable CPUs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -56,7 +66,8 @@ def main(argv: list[str]) -> int:
             min_keyframes=args.min_keyframes,
             max_keyframes=args.max_keyframes,
         )
-        result = extract_keyframes_from_video(args.video, params)
+        result = extract_keyframes_from_video(args.video, params,
+                                              decoder=args.decoder, workers=args.workers)
     except EmbodiedRError as exc:
         print(f"embodied-r keyframes: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -68,8 +79,14 @@ def main(argv: list[str]) -> int:
             "n_sampled": result.n_sampled,
             "n_source_frames": result.n_source_frames,
             "video_fps": result.video_fps,
+            "selected_positions": result.selected_positions,
             "seconds": round(result.seconds, 4),
+            "decode_seconds": round(result.decode_seconds, 4),
+            "select_seconds": round(result.select_seconds, 4),
             "decode_strategy": result.decode_strategy,
+            "packets_read": result.packets_read,
+            "packets_decoded": result.packets_decoded,
+            "fallbacks": result.fallbacks,
         }))
         return EXIT_OK
     print(f"video: {args.video} ({result.n_source_frames} frames at {result.video_fps:g} fps, "
@@ -77,5 +94,9 @@ def main(argv: list[str]) -> int:
     print(f"key frames ({len(result.sampled_indices)}):")
     print(f"  sampled positions: {' '.join(map(str, result.sampled_indices))}")
     print(f"  source frames:     {' '.join(map(str, result.source_frames))}")
-    print(f"time: {result.seconds:.3f} s ({result.decode_strategy} decoding)")
+    print(f"time: {result.seconds:.3f} s (decoding {result.decode_seconds:.3f} s, selection "
+          f"{result.select_seconds:.3f} s; {result.decode_strategy} decoding, "
+          f"{result.packets_decoded} of {result.packets_read} packets decoded)")
+    for note in result.fallbacks:
+        print(f"  not used: {note}")
     return EXIT_OK

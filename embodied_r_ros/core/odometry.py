@@ -185,7 +185,7 @@ def _interpolate(a: Pose, b: Pose, stamp_s: float) -> Pose:
     qb = (b.qx, b.qy, b.qz, b.qw)
     dot = sum(u * v for u, v in zip(qa, qb))
     if dot < 0.0:  # take the short way round
-        qb = tuple(-v for v in qb)
+        qb = (-qb[0], -qb[1], -qb[2], -qb[3])
         dot = -dot
     if dot > 0.9995:
         q = [u + t * (v - u) for u, v in zip(qa, qb)]

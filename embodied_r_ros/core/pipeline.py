@@ -36,7 +36,11 @@ from embodied_r_ros.core.errors import (
     NoKeyFramesError,
 )
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent, KeyFrameTracker
-from embodied_r_ros.core.keyframes import KeyFrameParams, apply_count_rule
+from embodied_r_ros.core.keyframes import (
+    KeyFrameParams,
+    apply_count_rule,
+    reference_count_rule,
+)
 from embodied_r_ros.core.memory import EpisodeMemory
 from embodied_r_ros.core.perception_worker import (
     MotionSource,
@@ -49,7 +53,13 @@ from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswere
 from embodied_r_ros.core.question_limits import QuestionLimits, check_request
 from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
 from embodied_r_ros.core.reasoning_prompts import format_question
-from embodied_r_ros.core.types import Frame, FrameDescription, GenerationSettings, TimingInfo
+from embodied_r_ros.core.stamps import EpisodeBudget
+from embodied_r_ros.core.types import (
+    Frame,
+    FrameDescription,
+    GenerationSettings,
+    TimingInfo,
+)
 
 LOG = logging.getLogger("embodied_r_ros.pipeline")
 
@@ -72,6 +82,20 @@ def generation_settings(params: Mapping[str, Any], prefix: str) -> GenerationSet
     return GenerationSettings(temperature=params[f"{prefix}.temperature"],
                               max_new_tokens=params[f"{prefix}.max_new_tokens"],
                               top_p=params[f"{prefix}.top_p"])
+
+
+def make_self_check(params: Mapping[str, Any], reasoner: Reasoner) -> Reasoner | None:
+    """The qa.self_check judge: None when off, the reasoning model itself when
+    qa.self_check_model is empty, else a second model with the reasoning.* settings."""
+    if not params["qa.self_check"]:
+        return None
+    if not params["qa.self_check_model"]:
+        return reasoner
+    from embodied_r_ros.core.backends.factory import make_reasoner
+    from embodied_r_ros.core.backends.model_spec import ModelSpec
+
+    spec = dict(cfg.model_spec_dict(params, "reasoning"), model=params["qa.self_check_model"])
+    return make_reasoner(ModelSpec.from_dict(spec))
 
 
 def load_models(params: Mapping[str, Any]) -> tuple[Perceiver, Reasoner]:
@@ -110,7 +134,7 @@ class EmbodiedRPipeline:
                  on_episode: Callable[[str, str, str], None] | None = None) -> None:
         self.params = dict(params)
         self.on_episode = on_episode  # (new episode, previous, reason)
-        self._episode_start_s: float | None = None
+        self.budget = EpisodeBudget.from_params(params)
         self.prompts = load_prompt_set(params["prompts.file"])
         self.perceiver = perceiver
         self.reasoner = reasoner
@@ -127,9 +151,10 @@ class EmbodiedRPipeline:
                                        motion_source=motion_source, on_description=on_description,
                                        max_queue=params["perception.max_queue"],
                                        prompts=self.prompts)
+        self.judge = make_self_check(params, reasoner)
         self.answerer = QuestionAnswerer(reasoner, generation_settings(params, "reasoning"),
                                          max_keyframes=self.kf_params.max_keyframes,
-                                         prompts=self.prompts)
+                                         prompts=self.prompts, self_check=self.judge)
         # on_query mode keeps key-frame images (bounded by the ring size).
         self._keyframe_images: list[KeyFrameEvent] = []
         self.limits = QuestionLimits.from_params(params)
@@ -145,7 +170,7 @@ class EmbodiedRPipeline:
                      frame_id: str = "") -> KeyFrameEvent | None:
         """A decoded frame that `offer_frame` accepted."""
         with self._lock:
-            if self._budget_spent(stamp_s):
+            if self.budget.spent(self.tracker.n_keyframes, stamp_s):
                 self.reset(reason="budget")
             event = self.tracker.push_sampled(Frame(image=image, stamp_s=stamp_s, index=index,
                                                     frame_id=frame_id))
@@ -163,16 +188,6 @@ class EmbodiedRPipeline:
     @staticmethod
     def _window(params: Mapping[str, Any]) -> int:
         return params["episode.max_keyframes"] if params["episode.policy"] == "window" else 0
-
-    def _budget_spent(self, stamp_s: float) -> bool:
-        """'restart' policy: this episode reached its key-frame or time budget."""
-        if self.params["episode.policy"] != "restart":
-            return False
-        if self._episode_start_s is None:
-            self._episode_start_s = stamp_s
-        limit = self.params["episode.max_duration_s"]
-        return (self.tracker.n_keyframes >= self.params["episode.max_keyframes"]
-                or (limit > 0 and stamp_s - self._episode_start_s >= limit))
 
     def _accept(self, event: KeyFrameEvent) -> None:
         if self.on_keyframe is not None:
@@ -198,7 +213,7 @@ class EmbodiedRPipeline:
             self.tracker.reset()
             self.worker.reset(self.episode_id)
             self._keyframe_images.clear()
-            self._episode_start_s = None
+            self.budget.restart()
             new = self.episode_id
         if self.on_episode is not None:
             self.on_episode(new, old, reason)
@@ -302,8 +317,10 @@ class EmbodiedRPipeline:
         by_sampled.update({i: f.image for i, f in ring})
         positions = [e.sampled_index for e in self._keyframe_images]
         n_sampled = self.tracker.n_sampled
-        chosen = apply_count_rule(positions, n_sampled, self.kf_params.min_keyframes,
-                                  self.kf_params.max_keyframes)
+        # The paper's mode uses the reference's count rule (docs/method.md §2), padding a
+        # short episode with sampled frames from the ring.
+        chosen = reference_count_rule(positions, n_sampled, self.kf_params.min_keyframes,
+                                      self.kf_params.max_keyframes)
         missing = [i for i in chosen if i not in by_sampled]
         if missing:
             LOG.warning("%d frame(s) picked by the count rule are older than the sampled-frame "
@@ -315,7 +332,10 @@ class EmbodiedRPipeline:
         """Stop perception, fail waiting questions and release both models."""
         self.questions.interrupt(CancelledError("the pipeline is shutting down"))
         self.worker.stop()
-        for model in (self.perceiver, self.reasoner):
+        models: list[Perceiver | Reasoner] = [self.perceiver, self.reasoner]
+        if self.judge is not None and self.judge is not self.reasoner:
+            models.append(self.judge)
+        for model in models:
             try:
                 model.close()
             except Exception:  # noqa: BLE001

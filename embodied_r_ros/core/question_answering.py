@@ -8,6 +8,7 @@ parses the reply into think text, answer and option letter. Every outcome is an
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 
 from embodied_r_ros.core.answer_parser import parse_reasoning_output
 from embodied_r_ros.core.backends.base import Reasoner, TextCallback
+from embodied_r_ros.core.consistency_check import INCONSISTENT, UNAVAILABLE
+from embodied_r_ros.core.consistency_check import self_check as run_self_check
 from embodied_r_ros.core.errors import (
     CancelledError,
     EmbodiedRError,
@@ -55,6 +58,10 @@ class AnswerResult:
     episode_id: str = ""
     timing: TimingInfo = field(default_factory=TimingInfo)
     messages: list[ChatMessage] = field(default_factory=list)  # the exact LM input
+    # qa.self_check: "" (not run), "consistent", "inconsistent" or "unavailable", and the
+    # letter the check derived from the reasoning alone.
+    self_check: str = ""
+    self_check_letter: str = ""
 
     @classmethod
     def failure(cls, error: EmbodiedRError, **kwargs: object) -> AnswerResult:
@@ -76,8 +83,10 @@ class QuestionAnswerer:
 
     def __init__(self, reasoner: Reasoner, settings: GenerationSettings, *,
                  max_keyframes: int = 32,
-                 prompts: PromptSet | None = None) -> None:
+                 prompts: PromptSet | None = None,
+                 self_check: Reasoner | None = None) -> None:
         self.prompts = prompts
+        self.judge = self_check  # qa.self_check: the consistency judge, or None
         self.reasoner = reasoner
         self.settings = settings
         self.max_keyframes = max_keyframes
@@ -119,30 +128,48 @@ class QuestionAnswerer:
             return AnswerResult.failure(exc, episode_id=episode_id, timing=timing,
                                         messages=messages, keyframes_used=len(used))
         timing.reasoning_s = time.monotonic() - start
-        return self._result(raw, question_text, used, messages, episode_id, timing)
+        result = self._result(raw, question_text, used, messages, episode_id, timing)
+        if self.judge is not None and result.success and parse_choices(question_text):
+            self._self_check(result, question_text, stop)
+        return result
+
+    def _self_check(self, result: AnswerResult, question_text: str,
+                    stop: Callable[[], bool]) -> None:
+        """Run the consistency judge on the reasoning; flag a disagreement."""
+        start = time.monotonic()
+        check = run_self_check(self.judge, question_text, result.reasoning, result.answer,  # type: ignore[arg-type]
+                               prompts=self.prompts, should_stop=stop)
+        result.timing.extra["self_check_s"] = time.monotonic() - start
+        result.self_check, result.self_check_letter = check.outcome, check.letter
+        if check.outcome == INCONSISTENT:
+            result.message += (f" (self-check: the reasoning alone points to {check.letter}, "
+                               f"not {result.answer}; treat this answer with care)")
+        elif check.outcome == UNAVAILABLE:
+            result.message += f" (self-check not possible: {check.detail})"
 
     def _result(self, raw: str, question_text: str, used: Sequence[FrameDescription],
                 messages: list[ChatMessage], episode_id: str, timing: TimingInfo) -> AnswerResult:
         choices = dict(parse_choices(question_text))
         letters = "".join(choices) if choices else OPTION_LETTERS
         parsed = parse_reasoning_output(raw, valid_letters=letters)
-        common = dict(raw_output=raw, reasoning=parsed.think, keyframes_used=len(used),
-                      episode_id=episode_id, timing=timing, messages=messages)
+        base = AnswerResult(success=False, raw_output=raw, reasoning=parsed.think,
+                            keyframes_used=len(used), episode_id=episode_id, timing=timing,
+                            messages=messages)
         if choices:
             if parsed.letter is None:
-                return AnswerResult(
-                    success=False, error_code=ErrorCode.UNPARSEABLE_ANSWER,
+                return dataclasses.replace(
+                    base, error_code=ErrorCode.UNPARSEABLE_ANSWER, answer=parsed.answer,
                     message="the reasoning model gave no option letter "
                             f"({', '.join(choices)}); raw_output holds its reply. With a "
                             "trained reasoning model this is rare; untrained/tiny models "
-                            "produce it often", answer=parsed.answer, **common)
-            return AnswerResult(success=True, answer=parsed.letter,
-                                answer_text=choices.get(parsed.letter, ""),
-                                message="ok" if parsed.well_formed else
-                                "answered, but the reply was not in <think>/<answer> form",
-                                **common)
+                            "produce it often")
+            return dataclasses.replace(
+                base, success=True, answer=parsed.letter,
+                answer_text=choices.get(parsed.letter, ""),
+                message="ok" if parsed.well_formed else
+                "answered, but the reply was not in <think>/<answer> form")
         if not parsed.answer.strip():
-            return AnswerResult(success=False, error_code=ErrorCode.UNPARSEABLE_ANSWER,
-                                message="the reasoning model gave an empty answer; raw_output "
-                                        "holds its reply", **common)
-        return AnswerResult(success=True, answer=parsed.answer.strip(), message="ok", **common)
+            return dataclasses.replace(base, error_code=ErrorCode.UNPARSEABLE_ANSWER,
+                                       message="the reasoning model gave an empty answer; "
+                                               "raw_output holds its reply")
+        return dataclasses.replace(base, success=True, answer=parsed.answer.strip(), message="ok")

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.reasoning_prompts import OPTION_LETTERS
@@ -40,7 +41,7 @@ class QuestionLimits:
     max_choice_chars: int = 200
 
     @classmethod
-    def from_params(cls, params: dict) -> QuestionLimits:  # type: ignore[type-arg]
+    def from_params(cls, params: Mapping[str, Any]) -> QuestionLimits:
         return cls(params["qa.max_question_chars"], params["qa.max_question_tokens"],
                    params["qa.max_choice_chars"])
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.prompt_set import PromptSet, question_values
 from embodied_r_ros.core.prompt_text import SHIPPED_TEMPLATES
-from embodied_r_ros.core.types import ChatMessage
+from embodied_r_ros.core.types import OPTION_LETTERS, ChatMessage
 
 __all__ = [
     "REASONING_SYSTEM_PROMPT",
@@ -39,7 +39,6 @@ __all__ = [
     "build_consistency_messages",
 ]
 
-OPTION_LETTERS = "ABCDEFGH"
 
 # The shipped wording (docs/method.md §4); a prompt file may replace it (`PromptSet`).
 REASONING_SYSTEM_PROMPT = str(SHIPPED_TEMPLATES["reasoning.system"])

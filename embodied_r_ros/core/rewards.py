@@ -64,7 +64,6 @@ from typing import Any
 from embodied_r_ros.core.answer_parser import (
     DEFAULT_LETTERS,
     ParsedAnswer,
-    extract_choice_letter_reply,
     extract_letter,
     is_well_formed,
     parse_reasoning_output,
@@ -76,8 +75,13 @@ from embodied_r_ros.core.errors import (
     InvalidRequestError,
     RequestTimeoutError,
 )
+from embodied_r_ros.core.consistency_check import (
+    JUDGE_SETTINGS,
+    judge_messages,
+    read_judge_letter,
+)
+from embodied_r_ros.core.prompt_set import PromptSet
 from embodied_r_ros.core.reasoning_prompts import (
-    build_consistency_messages,
     format_question,
     parse_choices,
 )
@@ -338,10 +342,11 @@ class ConsistencyReward:
         self,
         reasoner: Reasoner,
         *,
-        settings: GenerationSettings = GenerationSettings(temperature=0.1, max_new_tokens=10),
+        settings: GenerationSettings = JUDGE_SETTINGS,
         max_workers: int = 8,
         timeout_s: float = 60.0,
         cache_size: int = 4096,
+        prompts: PromptSet | None = None,
     ) -> None:
         if max_workers < 1:
             raise ValueError("max_workers must be at least 1")
@@ -350,6 +355,7 @@ class ConsistencyReward:
         self.__name__ = "consistency_reward"
         self.reasoner = reasoner
         self.settings = settings
+        self.prompts = prompts
         self.max_workers = max_workers
         self.timeout_s = float(timeout_s)
         self.cache_size = max(0, int(cache_size))
@@ -526,15 +532,14 @@ class ConsistencyReward:
                 with self._lock:
                     self._stats.cache_hits += 1
             else:
-                requests[key] = build_consistency_messages(q_text, parsed.think)
+                requests[key] = judge_messages(q_text, parsed.think, self.prompts)
             waiting.setdefault(key, []).append((i, sol_letter))
 
         results = self._ask_all(requests)
         for key, members in waiting.items():
             status, value = results.get(key, ("timeout", None))
-            valid = _valid_letters(key[0] or None)
             if status == "ok":
-                letter = extract_choice_letter_reply(value, valid)
+                letter = read_judge_letter(value, key[0])
                 self._cache_put(key, letter)
                 for i, sol_letter in members:
                     rewards[i] = self._score(i, letter, sol_letter, value)

@@ -10,6 +10,9 @@ import numpy as np
 # OpenAI-style chat message: {"role": "system"|"user"|"assistant", "content": str}.
 ChatMessage = dict[str, Any]
 
+# The option letters of multiple-choice questions (the datasets use at most eight, A-H).
+OPTION_LETTERS = "ABCDEFGH"
+
 
 @dataclass(frozen=True)
 class Frame:

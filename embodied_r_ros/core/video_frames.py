@@ -1,20 +1,42 @@
-"""Reading only the frames a video sampler asks for, with bounded memory.
+"""Decoding only the sampled frames of a video file, with OpenCV's exact pixels.
 
-`SampledVideoReader` walks a video file once and decodes only the frames that an
-`accept(stamp_s)` callback keeps (stamps are ``frame_number / video_fps``). Two strategies:
+The reference numbers frames in the order `cv2.VideoCapture(path).read()` returns them and
+converts them to BGR with OpenCV's FFmpeg backend. Every reader here yields
+``(frame number, BGR uint8 image)`` for the wanted frame numbers, in increasing order, with
+pixels equal to what `cap.read()` gives for that frame number, and holds at most one
+decoded frame. Strategies, tried in this order by `strategies_for(fast=True)`:
 
-- **sequential** (any codec): `cap.grab()` for every frame and `cap.retrieve()` only for
-  the kept ones, which skips the colour conversion of dropped frames. Long-GOP codecs
-  (H.264, MPEG-4) must still decode every frame, because later frames depend on them.
-- **intra** (Motion-JPEG, where every packet is a complete JPEG image): the capture is
-  switched to raw-packet mode so skipped frames cost only a file read, and a kept packet is
-  decoded with the same FFmpeg decoder and colour conversion OpenCV's capture uses (the
-  packet is written to a scratch ``.jpg`` and opened with ``cv2.CAP_FFMPEG``). Before
-  using this path, the first frame is decoded both ways and compared; any difference (or
-  any failure) falls back to the sequential strategy, so pixels are always identical to a
-  plain ``cap.read()`` of the same frame.
+- **pyav** (`PyAVReader`): FFmpeg through PyAV (frame threading with `threads` > 1; the
+  key-frame extractor gives it half the CPUs, ORB runs on the rest). A first pass reads the
+  packets only (no decoding) and numbers them by presentation time stamp (the decoder
+  outputs frames in that order, which is the order `cap.read()` returns them). The decoding
+  pass then sends the decoder only what the wanted frames need:
+  - the video is cut into closed segments at clean random-access points, after which no
+    frame refers to an earlier one: H.264 and HEVC key packets that hold an IDR picture,
+    MPEG-4 Part 2 key packets in a stream without B-frames (no reordering), every
+    Motion-JPEG packet. In each segment, packets after the last one (in decoding order)
+    whose frame is wanted are not sent, and segments without a wanted frame are skipped;
+    frames only refer to frames decoded before them, so nothing sent depends on them.
+  - for H.264 and MPEG-4 Part 2, a packet whose frame is not wanted is decoded with
+    ``skip_frame = NONREF``: the decoder drops it if no other frame refers to it
+    (H.264 nal_ref_idc = 0, MPEG-4 B-VOPs) and decodes it otherwise.
+  - wanted frames are converted with swscale exactly as OpenCV's backend asks for it
+    (BGR24, SWS_BICUBIC flags, the frame's own colour metadata).
+  Guards: the first wanted frame (frame 0) must equal OpenCV's first frame (catches
+  rotation metadata, other conversions, decoder differences); time stamps must exist, be
+  unique and come out in increasing order; no packet may be flagged corrupt or discard;
+  every wanted frame that the stream has must come out. Any failure raises
+  `FastDecodeUnavailable` and the caller falls back to the next strategy.
+- **intra** (`OpenCVIntraReader`, Motion-JPEG in OpenCV without PyAV): the capture is
+  switched to raw-packet mode so skipped frames cost only a file read; a kept packet is
+  decoded by OpenCV's FFmpeg backend from a scratch ``.jpg``. The first frame is decoded
+  both ways and compared first.
+- **sequential** (`OpenCVSequentialReader`, any file OpenCV opens): `cap.grab()` for each
+  frame and `cap.retrieve()` for the wanted ones, stopping after the last wanted frame or
+  at the first failed grab or retrieve (the reference stops at its first failed read).
 
-Nothing here keeps more than one decoded frame alive.
+`probe_video` opens the file the way the reference does (`cv2.VideoCapture(path)`, default
+backend) and reads the frame rate and frame count the sampling rule uses.
 """
 
 from __future__ import annotations
@@ -24,7 +46,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import cv2
 import numpy as np
@@ -32,11 +54,24 @@ import numpy as np
 from embodied_r_ros.core.errors import InvalidRequestError
 
 INTRA_FOURCCS = frozenset({"MJPG", "mjpg", "MJPA", "AVRn", "jpeg", "JPEG", "dmb1"})
+STRATEGIES = ("pyav", "intra", "sequential")
+
+# H.264 NAL unit type of an IDR slice; HEVC NAL unit types of IDR pictures.
+H264_IDR = frozenset({5})
+HEVC_IDR = frozenset({19, 20})
+# Decoders whose skip_frame=NONREF drops exactly the frames nothing refers to.
+NONREF_CODECS = frozenset({"h264", "mpeg4"})
+
+
+class FastDecodeUnavailable(Exception):
+    """A strategy cannot guarantee OpenCV's exact frames for this file (internal: the
+    caller falls back to the next strategy; never raised by the sequential reader)."""
 
 
 @dataclass(frozen=True)
 class VideoInfo:
-    """Container facts about a video file (frame count may be approximate)."""
+    """What the reference reads from the container: frame rate and frame count (as
+    OpenCV reports them; the count may be approximate), size, codec tag, backend."""
 
     path: str
     fps: float
@@ -44,6 +79,7 @@ class VideoInfo:
     width: int
     height: int
     fourcc: str
+    backend: str
 
 
 def _fourcc_text(value: float) -> str:
@@ -51,32 +87,161 @@ def _fourcc_text(value: float) -> str:
     return "".join(chr((code >> (8 * i)) & 0xFF) for i in range(4))
 
 
-def open_capture(path: str | Path) -> tuple[cv2.VideoCapture, VideoInfo]:
-    """Open `path` with OpenCV's FFmpeg backend; InvalidRequestError naming the path if not."""
+def _check_file(path: str | Path) -> Path:
     p = Path(path)
     if not p.is_file():
         raise InvalidRequestError(f"video file not found: {p}")
-    cap = cv2.VideoCapture(str(p), cv2.CAP_FFMPEG)
+    return p
+
+
+def _open_reference_capture(path: str | Path) -> cv2.VideoCapture:
+    """`cv2.VideoCapture(path)` with the default backend, as the reference opens files."""
+    p = _check_file(path)
+    cap = cv2.VideoCapture(str(p))
     if not cap.isOpened():
         cap.release()
         raise InvalidRequestError(f"cannot open video (unreadable or unsupported format): {p}")
-    fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
-    if not np.isfinite(fps) or fps <= 0:
+    return cap
+
+
+def probe_video(path: str | Path) -> VideoInfo:
+    """Frame rate, frame count (int of CAP_PROP_FRAME_COUNT), size and codec of a file."""
+    return probe_video_and_first_frame(path, read_first=False)[0]
+
+
+def probe_video_and_first_frame(
+    path: str | Path, *, read_first: bool = True
+) -> tuple[VideoInfo, np.ndarray | None]:
+    """`probe_video` and, from the same capture, frame 0 as `cap.read()` gives it (None if
+    it cannot be read or `read_first` is False)."""
+    cap = _open_reference_capture(path)
+    try:
+        fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
+        count = cap.get(cv2.CAP_PROP_FRAME_COUNT)
+        frame_count = int(count) if np.isfinite(count) else 0
+        info = VideoInfo(
+            path=str(Path(path)),
+            fps=fps,
+            frame_count=frame_count,
+            width=int(cap.get(cv2.CAP_PROP_FRAME_WIDTH) or 0),
+            height=int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT) or 0),
+            fourcc=_fourcc_text(cap.get(cv2.CAP_PROP_FOURCC) or 0),
+            backend=cap.getBackendName(),
+        )
+        first = None
+        if read_first:
+            ok, image = cap.read()
+            first = image if ok else None
+    finally:
         cap.release()
-        raise InvalidRequestError(f"video has no usable frame rate ({fps}): {p}")
-    info = VideoInfo(
-        path=str(p),
-        fps=fps,
-        frame_count=max(0, int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)),
-        width=int(cap.get(cv2.CAP_PROP_FRAME_WIDTH) or 0),
-        height=int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT) or 0),
-        fourcc=_fourcc_text(cap.get(cv2.CAP_PROP_FOURCC) or 0),
-    )
-    return cap, info
+    return info, first
+
+
+def read_first_frame(path: str | Path) -> np.ndarray | None:
+    """The first frame as the reference's `cap.read()` gives it (None if unreadable)."""
+    cap = _open_reference_capture(path)
+    try:
+        ok, image = cap.read()
+    finally:
+        cap.release()
+    return image if ok else None
+
+
+def strategies_for(fast: bool, decoder: str = "auto") -> tuple[str, ...]:
+    """Strategies to try, in order. decoder "auto": all of STRATEGIES; one of them: that one,
+    then "sequential" if it cannot be used. fast=False: "sequential" only."""
+    if decoder != "auto" and decoder not in STRATEGIES:
+        raise InvalidRequestError(
+            f"unknown decoder {decoder!r}; use auto or one of {', '.join(STRATEGIES)}")
+    if not fast or decoder == "sequential":
+        return ("sequential",)
+    if decoder == "auto":
+        return STRATEGIES
+    return (decoder, "sequential")
+
+
+@dataclass
+class DecodeStats:
+    """What a reader did: packets read (frames grabbed, for OpenCV), packets sent to the
+    decoder (of which with skip_frame=NONREF, for PyAV) and frames yielded."""
+
+    packets: int = 0
+    sent: int = 0
+    sent_nonref: int = 0
+    yielded: int = 0
+
+
+FirstFrame = Callable[[], "np.ndarray | None"]
+
+
+def decoder_threads(cpus: int) -> int:
+    """FFmpeg decoder threads when `cpus` CPUs are shared with the ORB workers: half of
+    them (1 on a 2-core machine, where frame threading costs more CPU than it saves once
+    ORB keeps the other core busy)."""
+    return max(1, int(cpus) // 2)
+
+
+def make_reader(strategy: str, info: VideoInfo, wanted: Sequence[int],
+                first_frame: FirstFrame | None, *, threads: int = 0) -> "SampledReader":
+    """A reader of the `wanted` frame numbers with the given strategy. `first_frame`
+    returns OpenCV's frame 0 for the fast strategies' pixel check (None: no check, for a
+    second pass over a file the strategy already passed). `threads`: PyAV decoder threads
+    (0 = FFmpeg's choice)."""
+    if strategy == "pyav":
+        return PyAVReader(info, wanted, first_frame, threads=threads)
+    if strategy == "intra":
+        return OpenCVIntraReader(info, wanted, first_frame)
+    if strategy == "sequential":
+        return OpenCVSequentialReader(info, wanted)
+    raise InvalidRequestError(f"unknown decode strategy {strategy!r}; use one of {STRATEGIES}")
+
+
+class SampledReader:
+    """Base: `frames()` yields (frame number, BGR) for the wanted numbers, in order."""
+
+    strategy = ""
+
+    def __init__(self, info: VideoInfo, wanted: Sequence[int]) -> None:
+        self.info = info
+        self.wanted = sorted({int(i) for i in wanted if int(i) >= 0})
+        self.stats = DecodeStats()
+
+    def frames(self) -> Iterator[tuple[int, np.ndarray]]:
+        raise NotImplementedError
+
+
+# -- OpenCV -------------------------------------------------------------------------------
+
+
+class OpenCVSequentialReader(SampledReader):
+    """grab() every frame, retrieve() the wanted ones; pixels are cap.read()'s by design."""
+
+    strategy = "sequential"
+
+    def frames(self) -> Iterator[tuple[int, np.ndarray]]:
+        if not self.wanted:
+            return
+        wanted = set(self.wanted)
+        last = self.wanted[-1]
+        cap = _open_reference_capture(self.info.path)
+        try:
+            index = 0
+            while index <= last and cap.grab():
+                self.stats.packets += 1
+                self.stats.sent += 1  # grab() decodes every frame
+                if index in wanted:
+                    ok, image = cap.retrieve()
+                    if not ok or image is None:
+                        return  # cap.read() would fail here: the reference stops reading
+                    self.stats.yielded += 1
+                    yield index, image
+                index += 1
+        finally:
+            cap.release()
 
 
 class _PacketDecoder:
-    """Decodes single Motion-JPEG packets with FFmpeg via a scratch file (one at a time)."""
+    """Decodes single Motion-JPEG packets with OpenCV's FFmpeg backend via a scratch file."""
 
     def __init__(self) -> None:
         base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
@@ -84,7 +249,6 @@ class _PacketDecoder:
         self._file = os.path.join(self._dir, "packet.jpg")
 
     def decode(self, packet: np.ndarray) -> np.ndarray | None:
-        """BGR image of one packet, or None if FFmpeg cannot decode it."""
         with open(self._file, "wb") as fh:
             fh.write(np.ascontiguousarray(packet).tobytes())
         cap = cv2.VideoCapture(self._file, cv2.CAP_FFMPEG)
@@ -98,110 +262,283 @@ class _PacketDecoder:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-class SampledVideoReader:
-    """Iterate the frames of a video that a sampler keeps, decoding only those.
+class OpenCVIntraReader(SampledReader):
+    """Motion-JPEG: raw packets, only the wanted ones decoded (checked on frame 0)."""
 
-    Usage::
+    strategy = "intra"
 
-        reader = SampledVideoReader(path)
-        for frame_number, bgr in reader.iter_sampled(sampler.accept):
-            ...
-        reader.n_source_frames  # frames seen, known once iteration finishes
+    def __init__(self, info: VideoInfo, wanted: Sequence[int],
+                 first_frame: FirstFrame | None) -> None:
+        super().__init__(info, wanted)
+        self._first_frame = first_frame
 
-    `prefer_intra=False` forces the sequential strategy (used by tests and benchmarks).
-    """
+    def _raw_capture(self) -> cv2.VideoCapture:
+        cap = cv2.VideoCapture(self.info.path, cv2.CAP_FFMPEG)
+        if not cap.isOpened() or not cap.set(cv2.CAP_PROP_FORMAT, -1):
+            cap.release()
+            raise FastDecodeUnavailable("raw packet mode is not available")
+        return cap
 
-    def __init__(self, path: str | Path, *, prefer_intra: bool = True) -> None:
-        cap, self.info = open_capture(path)
-        cap.release()
-        self.path = self.info.path
-        self.prefer_intra = prefer_intra
-        self.strategy = "sequential"
-        self.n_source_frames = 0
-
-    # -- strategy choice ------------------------------------------------------------------
-    def _open_intra(self, decoder: _PacketDecoder) -> cv2.VideoCapture | None:
-        """A raw-packet capture if the intra path gives identical pixels, else None."""
-        if not self.prefer_intra or self.info.fourcc not in INTRA_FOURCCS:
-            return None
-        plain, _ = open_capture(self.path)
+    def _verify(self, decoder: _PacketDecoder) -> None:
+        if self.info.fourcc not in INTRA_FOURCCS or self.info.backend != "FFMPEG":
+            raise FastDecodeUnavailable(f"not Motion-JPEG through FFmpeg ({self.info.fourcc!r})")
+        if self._first_frame is None:
+            return
+        expected = self._first_frame()
+        cap = self._raw_capture()
         try:
-            ok, expected = plain.read()
+            ok = cap.grab()
+            ok, packet = cap.retrieve() if ok else (False, None)
         finally:
-            plain.release()
-        if not ok:
-            return None
-        raw, _ = open_capture(self.path)
-        if not raw.set(cv2.CAP_PROP_FORMAT, -1) or not raw.grab():
-            raw.release()
-            return None
-        ok, packet = raw.retrieve()
+            cap.release()
         got = decoder.decode(packet) if ok and packet is not None and packet.size else None
-        if got is None or got.shape != expected.shape or not np.array_equal(got, expected):
-            raw.release()
-            return None
-        raw.release()
-        raw, _ = open_capture(self.path)  # restart from frame 0 in raw mode
-        raw.set(cv2.CAP_PROP_FORMAT, -1)
-        return raw
+        if expected is None or got is None or got.shape != expected.shape \
+                or not np.array_equal(got, expected):
+            raise FastDecodeUnavailable("packet decode differs from cap.read() on frame 0")
 
-    # -- iteration ------------------------------------------------------------------------
-    def iter_sampled(self, accept: Callable[[float], bool]) -> Iterator[tuple[int, np.ndarray]]:
-        """Yield (source frame number, BGR uint8 image) for every frame `accept` keeps.
-
-        `accept` gets the frame's stream time, ``frame_number / video_fps``.
-        """
-        fps = self.info.fps
-        return self._iter(lambda index: accept(index / fps))
-
-    def read_frames(self, frame_numbers: Iterable[int]) -> dict[int, np.ndarray]:
-        """Targeted pass: BGR images of the given source frame numbers (stops after the last)."""
-        targets = set(int(n) for n in frame_numbers)
-        if not targets:
-            return {}
-        last = max(targets)
-        out: dict[int, np.ndarray] = {}
-        frames = self._iter(targets.__contains__, stop_after=last)
-        for number, image in frames:
-            out[number] = image
-        return out
-
-    def _iter(
-        self, select: Callable[[int], bool], stop_after: int | None = None
-    ) -> Iterator[tuple[int, np.ndarray]]:
+    def frames(self) -> Iterator[tuple[int, np.ndarray]]:
+        if not self.wanted:
+            return
         decoder = _PacketDecoder()
-        cap = None
         try:
-            cap = self._open_intra(decoder)
-            self.strategy = "intra" if cap is not None else "sequential"
-            if cap is None:
-                cap, _ = open_capture(self.path)
-            index = 0
-            while cap.grab():
-                if select(index):
-                    image = self._retrieve(cap, decoder, index)
-                    if image is not None:
+            self._verify(decoder)
+            wanted = set(self.wanted)
+            last = self.wanted[-1]
+            cap = self._raw_capture()
+            try:
+                index = 0
+                while index <= last and cap.grab():
+                    self.stats.packets += 1
+                    if index in wanted:
+                        ok, data = cap.retrieve()
+                        image = decoder.decode(data) if ok and data is not None else None
+                        if image is None:
+                            raise FastDecodeUnavailable(f"packet {index} does not decode alone")
+                        self.stats.sent += 1
+                        self.stats.yielded += 1
                         yield index, image
-                if stop_after is not None and index >= stop_after:
                     index += 1
-                    break
-                index += 1
-            if stop_after is None:
-                self.n_source_frames = index
-        finally:
-            if cap is not None:
+            finally:
                 cap.release()
+        finally:
             decoder.close()
 
-    def _retrieve(
-        self, cap: cv2.VideoCapture, decoder: _PacketDecoder, index: int
-    ) -> np.ndarray | None:
-        ok, data = cap.retrieve()
-        if not ok or data is None:
+
+# -- PyAV -----------------------------------------------------------------------------------
+
+
+def _nal_types(data: bytes, length_size: int | None, hevc: bool) -> list[int] | None:
+    """NAL unit types in an H.264/HEVC packet (length-prefixed if `length_size`, else
+    Annex B start codes); None if the packet does not parse."""
+    types: list[int] = []
+    if length_size:
+        i, n = 0, len(data)
+        while i < n:
+            if i + length_size > n:
+                return None
+            size = int.from_bytes(data[i:i + length_size], "big")
+            i += length_size
+            if size <= 0 or i + size > n:
+                return None
+            header = data[i]
+            types.append((header >> 1) & 0x3F if hevc else header & 0x1F)
+            i += size
+        return types
+    start = 0
+    while True:
+        j = data.find(b"\x00\x00\x01", start)
+        if j < 0 or j + 3 >= len(data):
+            break
+        header = data[j + 3]
+        types.append((header >> 1) & 0x3F if hevc else header & 0x1F)
+        start = j + 3
+    return types or None
+
+
+def _length_size(codec: str, extradata: bytes | None) -> int | None:
+    """NAL length-field size from avcC / hvcC extradata; None for Annex B streams."""
+    if not extradata:
+        return None
+    if codec == "h264" and extradata[0] == 1 and len(extradata) >= 5:
+        return (extradata[4] & 0x03) + 1
+    if codec == "hevc" and len(extradata) >= 23 and extradata[0] == 1:
+        return (extradata[21] & 0x03) + 1
+    return None
+
+
+@dataclass
+class _Plan:
+    pts: list[int]
+    rank: list[int]  # presentation position (= cap.read() number) of each packet
+    send: list[bool]
+    nonref: list[bool]
+    last_sent: int
+    rank_of_pts: dict[int, int]
+
+
+class PyAVReader(SampledReader):
+    """FFmpeg via PyAV, frame-threaded, decoding only what the wanted frames need."""
+
+    strategy = "pyav"
+
+    def __init__(self, info: VideoInfo, wanted: Sequence[int],
+                 first_frame: FirstFrame | None, *, threads: int = 0) -> None:
+        super().__init__(info, wanted)
+        self._first_frame = first_frame
+        self.threads = threads  # decoder threads; 0 = FFmpeg's choice (CPUs + 1)
+
+    @staticmethod
+    def _av():
+        try:
+            import av  # noqa: PLC0415 - optional at import time, required for this strategy
+        except ImportError as exc:
+            raise FastDecodeUnavailable(f"PyAV is not installed ({exc})") from exc
+        return av
+
+    def _open(self, av):  # noqa: ANN001, ANN205
+        try:
+            container = av.open(self.info.path)
+        except Exception as exc:  # noqa: BLE001 - any open failure means: use OpenCV
+            raise FastDecodeUnavailable(f"PyAV cannot open the file ({exc})") from exc
+        if not container.streams.video:
+            container.close()
+            raise FastDecodeUnavailable("no video stream")
+        return container
+
+    def _plan(self, av) -> _Plan:  # noqa: ANN001
+        container = self._open(av)
+        try:
+            stream = container.streams.video[0]
+            codec = stream.codec_context.name
+            length_size = _length_size(codec, stream.codec_context.extradata)
+            pts: list[int] = []
+            clean: list[bool] = []
+            keyframes: list[bool] = []
+            for packet in container.demux(stream):
+                if packet.size == 0:
+                    if packet.pts is None and packet.dts is None:
+                        continue  # the demuxer's end-of-stream packet
+                    raise FastDecodeUnavailable("empty packet inside the stream")
+                if packet.pts is None:
+                    raise FastDecodeUnavailable("packet without a time stamp")
+                if packet.is_corrupt or packet.is_discard:
+                    raise FastDecodeUnavailable("packet flagged corrupt or discard")
+                pts.append(int(packet.pts))
+                key = bool(packet.is_keyframe)
+                keyframes.append(key)
+                is_clean = False
+                if key and codec in ("h264", "hevc"):
+                    types = _nal_types(bytes(packet), length_size, codec == "hevc")
+                    idr = HEVC_IDR if codec == "hevc" else H264_IDR
+                    is_clean = types is not None and any(t in idr for t in types)
+                elif key and codec == "mjpeg":
+                    is_clean = True
+                clean.append(is_clean)
+        except FastDecodeUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - demuxing failed: use OpenCV
+            raise FastDecodeUnavailable(f"PyAV cannot read the packets ({exc})") from exc
+        finally:
+            container.close()
+        n = len(pts)
+        if len(set(pts)) != n:
+            raise FastDecodeUnavailable("duplicate time stamps")
+        order = sorted(range(n), key=pts.__getitem__)
+        rank = [0] * n
+        for position, packet_index in enumerate(order):
+            rank[packet_index] = position
+        reordered = any(pts[i] > pts[i + 1] for i in range(n - 1))
+        if codec == "mpeg4" and not reordered:
+            clean = list(keyframes)  # I-VOPs without B-VOPs: nothing refers back past them
+        wanted = set(self.wanted)
+        send = [False] * n
+        starts = [0] + [i for i in range(1, n) if clean[i]] + [n]
+        for a, b in zip(starts[:-1], starts[1:]):
+            last = -1
+            for i in range(a, b):
+                if rank[i] in wanted:
+                    last = i
+            for i in range(a, last + 1):
+                send[i] = True
+        nonref = [codec in NONREF_CODECS and send[i] and rank[i] not in wanted
+                  for i in range(n)]
+        last_sent = max((i for i in range(n) if send[i]), default=-1)
+        return _Plan(pts, rank, send, nonref, last_sent, dict(zip(pts, rank)))
+
+    def frames(self) -> Iterator[tuple[int, np.ndarray]]:
+        if not self.wanted:
+            return
+        av = self._av()
+        plan = self._plan(av)
+        n = len(plan.pts)
+        self.stats.packets = n
+        reachable = [i for i in self.wanted if i < n]
+        wanted = set(reachable)
+        expected_first = None
+        if self._first_frame is not None:
+            if not reachable or reachable[0] != 0:
+                raise FastDecodeUnavailable("frame 0 is not wanted: cannot check pixels")
+            expected_first = self._first_frame()
+            if expected_first is None:
+                raise FastDecodeUnavailable("OpenCV cannot read frame 0")
+        container = self._open(av)
+        last_yielded = -1
+        try:
+            stream = container.streams.video[0]
+            stream.codec_context.thread_count = self.threads  # 1: no decoder threads at all
+            if self.threads != 1:
+                stream.thread_type = "AUTO"  # frame and slice threading
+            ctx = stream.codec_context
+            skip = "DEFAULT"
+            i = 0
+            for packet in container.demux(stream):
+                if packet.size == 0:
+                    continue
+                if i >= n or packet.pts != plan.pts[i]:
+                    raise FastDecodeUnavailable("packets changed between passes")
+                if plan.send[i]:
+                    mode = "NONREF" if plan.nonref[i] else "DEFAULT"
+                    if mode != skip:
+                        ctx.skip_frame = skip = mode
+                    self.stats.sent += 1
+                    self.stats.sent_nonref += plan.nonref[i]
+                    for frame in ctx.decode(packet):
+                        item = self._take(frame, plan, wanted, last_yielded, expected_first)
+                        if item is not None:
+                            last_yielded = item[0]
+                            yield item
+                i += 1
+                if i > plan.last_sent:
+                    break
+            for frame in ctx.decode(None):
+                item = self._take(frame, plan, wanted, last_yielded, expected_first)
+                if item is not None:
+                    last_yielded = item[0]
+                    yield item
+        except FastDecodeUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a decode error: OpenCV decides what it does
+            raise FastDecodeUnavailable(f"PyAV decoding failed ({exc})") from exc
+        finally:
+            container.close()
+        if self.stats.yielded != len(reachable):
+            raise FastDecodeUnavailable(
+                f"{len(reachable) - self.stats.yielded} wanted frame(s) did not come out"
+            )
+
+    def _take(self, frame, plan: _Plan, wanted: set[int], last: int,  # noqa: ANN001
+              expected_first: np.ndarray | None) -> tuple[int, np.ndarray] | None:
+        if frame.pts is None or frame.pts not in plan.rank_of_pts:
+            raise FastDecodeUnavailable("decoded frame with an unknown time stamp")
+        number = plan.rank_of_pts[frame.pts]
+        if number not in wanted:
             return None
-        if self.strategy == "intra":
-            image = decoder.decode(data)
-            if image is None:
-                raise InvalidRequestError(f"cannot decode frame {index} of {self.path}")
-            return image
-        return data
+        if number <= last:
+            raise FastDecodeUnavailable("frames came out of presentation order")
+        # OpenCV's backend: sws_scale to BGR24 with SWS_BICUBIC, frame colour metadata.
+        image = frame.reformat(format="bgr24", interpolation="BICUBIC").to_ndarray()
+        if expected_first is not None and self.stats.yielded == 0:
+            if image.shape != expected_first.shape or not np.array_equal(image, expected_first):
+                raise FastDecodeUnavailable("frame 0 differs from cap.read()")
+        self.stats.yielded += 1
+        return number, image

@@ -135,6 +135,8 @@ def fill_result(target: object, result: AnswerResult) -> object:
     target.perception_s = float(result.timing.perception_s)
     target.reasoning_s = float(result.timing.reasoning_s)
     target.total_s = float(result.timing.total_s)
+    target.self_check = result.self_check
+    target.self_check_letter = result.self_check_letter
     return target
 
 

@@ -18,6 +18,7 @@ from std_srvs.srv import Trigger
 from embodied_r_ros.core.health import HealthItem
 from embodied_r_ros.core.keyframe_tracker import KeyFrameTracker
 from embodied_r_ros.core.pipeline import keyframe_params, new_episode_id
+from embodied_r_ros.core.stamps import EpisodeBudget
 from embodied_r_ros.core.types import Frame
 from embodied_r_ros.msg import Episode
 from embodied_r_ros.nodes.camera_input import CameraInput
@@ -41,7 +42,7 @@ class KeyFrameNode(ManagedNode):
         self.episode_pub: Any = None
         self.camera: CameraInput | None = None
         self.episode_id = ""
-        self._episode_start_s: float | None = None
+        self.budget: EpisodeBudget | None = None
         self._lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -53,6 +54,7 @@ class KeyFrameNode(ManagedNode):
         self.episode_pub = self.create_lifecycle_publisher(Episode, params["topics.episode"],
                                                            EPISODE_QOS)
         self.episode_id = new_episode_id()
+        self.budget = EpisodeBudget.from_params(params)
 
     def activate_node(self) -> None:
         assert self.tracker is not None
@@ -90,28 +92,19 @@ class KeyFrameNode(ManagedNode):
         with self._lock:
             if self.tracker is None or self.publisher is None:
                 return
-            if self._budget_spent(stamp_s):
+            if self.budget is not None and self.budget.spent(self.tracker.n_keyframes, stamp_s):
                 self._new_episode("budget")
             event = self.tracker.push_sampled(Frame(image, stamp_s, index, frame_id))
             if event is not None:
                 self.publisher.publish(event, self.episode_id)
-
-    def _budget_spent(self, stamp_s: float) -> bool:
-        """episode.policy 'restart': the episode reached its key-frame or time budget."""
-        if self.params["episode.policy"] != "restart" or self.tracker is None:
-            return False
-        if self._episode_start_s is None:
-            self._episode_start_s = stamp_s
-        limit = self.params["episode.max_duration_s"]
-        return (self.tracker.n_keyframes >= self.params["episode.max_keyframes"]
-                or (limit > 0 and stamp_s - self._episode_start_s >= limit))
 
     def _new_episode(self, reason: str) -> None:
         """Start a new episode (lock held) and announce it."""
         assert self.tracker is not None
         old = self.episode_id
         self.tracker.reset()
-        self._episode_start_s = None
+        if self.budget is not None:
+            self.budget.restart()
         self.episode_id = new_episode_id()
         self.episode_pub.publish(episode_msg(self, self.episode_id, old, reason))
         self.get_logger().info(f"new episode {self.episode_id} ({reason})")

@@ -140,16 +140,27 @@ def run_node(factory: Callable[[], LifecycleNode], args: list[str] | None = None
 
 
 def _shutdown(node: LifecycleNode) -> None:
-    """Bring the node to finalized (releasing models) from whatever state it is in."""
-    try:
-        if lifecycle_state(node) not in {"finalized"}:
+    """Release the node's models whatever its state. While the ROS context is alive this is
+    the lifecycle shutdown transition; after Ctrl-C / SIGTERM (context already shut down,
+    and rcl has moved the state machine to shutting down) the models are released
+    directly, without transitions or ROS logging that could no longer work."""
+    state = lifecycle_state(node)
+    if state == "finalized":
+        return
+    if rclpy.ok() and state in {"unconfigured", "inactive", "active"}:
+        try:
             node.trigger_shutdown()
-    except Exception:  # noqa: BLE001 - the context may already be gone
-        release = getattr(node, "release", None)
-        if callable(release):
+        except Exception:  # noqa: BLE001 - fall through to a direct release
+            pass
+        if lifecycle_state(node) == "finalized":
+            return
+    release = getattr(node, "release", None)
+    if callable(release):
+        try:
             release()
-    if lifecycle_state(node) != "finalized" and callable(getattr(node, "release", None)):
-        node.release()  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - exiting anyway
+            print(f"[embodied_r_ros] releasing {node.get_name()} failed: {exc!r}",
+                  file=sys.stderr, flush=True)
 
 
 UNCONFIGURED = State.PRIMARY_STATE_UNCONFIGURED

@@ -41,7 +41,7 @@ from embodied_r_ros.core.errors import (
     PerceptionError,
 )
 from embodied_r_ros.core.memory import EpisodeMemory
-from embodied_r_ros.core.pipeline import generation_settings
+from embodied_r_ros.core.pipeline import generation_settings, make_self_check
 from embodied_r_ros.core.progress import ProcessedFrames
 from embodied_r_ros.core.prompt_set import load_prompt_set
 from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswerer
@@ -88,6 +88,7 @@ class ReasoningNode(ManagedNode):
     def __init__(self, name: str = "reasoning") -> None:
         super().__init__(name)
         self.answerer: QuestionAnswerer | None = None
+        self.judge: Any = None
         self.questions_queue: QuestionQueue | None = None
         self.questions: QuestionServer | None = None
         self._stores: OrderedDict[str, EpisodeStore] = OrderedDict()
@@ -105,9 +106,10 @@ class ReasoningNode(ManagedNode):
                                f"{params['reasoning.model'] or '<unset>'}")
         prompts = load_prompt_set(params["prompts.file"])
         reasoner = make_reasoner(ModelSpec.from_dict(model_spec_dict(params, "reasoning")))
+        self.judge = make_self_check(params, reasoner)
         self.answerer = QuestionAnswerer(reasoner, generation_settings(params, "reasoning"),
                                          max_keyframes=params["keyframes.max_keyframes"],
-                                         prompts=prompts)
+                                         prompts=prompts, self_check=self.judge)
         self.questions_queue = QuestionQueue(params["qa.default_timeout_s"],
                                              max_waiting=params["qa.max_waiting_questions"])
         self.questions = QuestionServer(
@@ -144,6 +146,8 @@ class ReasoningNode(ManagedNode):
     def release(self) -> None:
         if self.answerer is not None:
             self.answerer.reasoner.close()
+            if self.judge is not None and self.judge is not self.answerer.reasoner:
+                self.judge.close()
         if self.questions is not None:
             self.questions.destroy()
         self.answerer = self.questions = self.questions_queue = None

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import itertools
 import math
-import string
 from typing import Any
 
 import numpy as np
 
 from embodied_r_ros.core.errors import InvalidRequestError
+from embodied_r_ros.core.types import OPTION_LETTERS
 from embodied_r_ros.sample_data.scene import SyntheticClip
 
 __all__ = ["BACK_RULE", "format_question", "make_questions"]
 
-LETTERS = string.ascii_uppercase[:8]
+LETTERS = OPTION_LETTERS
 BACK_RULE = "An object is to my back if I would have to turn at least 135 degrees in order to face it."
 
 

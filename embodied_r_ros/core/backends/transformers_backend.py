@@ -419,7 +419,8 @@ class TransformersReasoner(_TransformersBase):
     def _render(self, messages: Sequence[ChatMessage]) -> str:
         plain = [{"role": m["role"], "content": _text_of(m.get("content"))} for m in messages]
         try:
-            return self._tokenizer.apply_chat_template(plain, tokenize=False, add_generation_prompt=True)
+            return str(self._tokenizer.apply_chat_template(plain, tokenize=False,
+                                                           add_generation_prompt=True))
         except Exception as exc:  # noqa: BLE001
             raise ReasoningError(
                 f"{self.name}: chat template failed: {type(exc).__name__}: {exc}"
@@ -456,8 +457,8 @@ class TransformersReasoner(_TransformersBase):
             self._model, inputs, settings, self._eos, self._pad, streamer, should_stop
         )
         new_tokens = output[0, inputs["input_ids"].shape[1] :]
-        return self._tokenizer.decode(
-            new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False
+        return str(self._tokenizer.decode(
+            new_tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         )
 
     def generate_batch(

@@ -230,7 +230,7 @@ class VLLMPerceiver(_VLLMBase):
     """Images + prompt -> text with a vision-language model on vLLM."""
 
     _error_cls = PerceptionError
-    _max_images = DEFAULT_MAX_IMAGES
+    _max_images: int | None = DEFAULT_MAX_IMAGES
 
     def __init__(self, spec: ModelSpec) -> None:
         if "limit_mm_per_prompt" in spec.extra:

@@ -1,0 +1,30 @@
+"""`colcon test` runs this pytest suite (ament_cmake_pytest), as ROS developers expect.
+Here it runs one small test of the suite through colcon, to keep the time down."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+WS = REPO / ".ros_ws"
+
+
+@pytest.mark.skipif(not (WS / "src").exists(), reason="needs the colcon workspace (make setup)")
+def test_colcon_test_runs_the_pytest_suite() -> None:
+    env = dict(os.environ, PYTEST_ADDOPTS="-k test_every_interface_file_is_built -p no:cacheprovider")
+    venv = os.environ.get("VIRTUAL_ENV", str(REPO / ".venv"))
+    build = subprocess.run(["colcon", "--log-base", "log", "build", "--base-paths", "src",
+                            "--cmake-args", "-DBUILD_TESTING=ON",
+                            f"-DPython3_EXECUTABLE={venv}/bin/python"],
+                           cwd=WS, env=env, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    run = subprocess.run(["colcon", "--log-base", "log", "test", "--base-paths", "src",
+                          "--packages-select", "embodied_r_ros", "--event-handlers",
+                          "console_direct+"], cwd=WS, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "1 passed" in run.stdout and "100% tests passed" in run.stdout, run.stdout[-3000:]
