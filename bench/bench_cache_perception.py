@@ -75,8 +75,9 @@ def run_once(records: list[dict], out: Path, workers: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     from embodied_r_training.data import read_jsonl
-    from embodied_r_ros.core.shards import available_cores
     from embodied_r_training.perception_cache import load_keyframes
+
+    from embodied_r_ros.core.shards import available_cores
 
     p = argparse.ArgumentParser(prog="python -m bench.bench_cache_perception",
                                 description=__doc__.split("\n\n")[0])
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         same_records = (read_jsonl(root / "one" / "bench.streaming.jsonl")
                         == read_jsonl(root / "pool" / "bench.streaming.jsonl"))
     ratio = pooled["videos_per_minute"] / single["videos_per_minute"]
-    print(f"\n| run | workers | seconds | videos/min |\n|---|---|---|---|")
+    print("\n| run | workers | seconds | videos/min |\n|---|---|---|---|")
     for row, name in ((single, "one process"), (pooled, "process pool")):
         print(f"| {name} | {row['workers']} | {row['seconds']:.1f} | {row['videos_per_minute']:.1f} |")
     print(f"\nratio (pool / one process): {ratio:.2f}x on {available_cores()} cores; "

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from nav_msgs.msg import Odometry
 from rclpy.qos import (
     DurabilityPolicy,
     HistoryPolicy,
@@ -22,7 +23,6 @@ from rclpy.qos import (
     ReliabilityPolicy,
     qos_profile_sensor_data,
 )
-from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger

@@ -10,7 +10,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-
 from keyframe_clips import make_texture, render, video_poses, write_video
 
 from embodied_r_ros.cli import main as cli_main

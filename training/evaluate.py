@@ -58,8 +58,9 @@ from embodied_r_training.categories import (
     VSI_NUMERIC_TYPES,
     VSI_TYPE_TITLES,
 )
-from embodied_r_ros.core.append_only import AppendOnlyJsonl
 from embodied_r_training.data import read_jsonl, write_json_atomic, write_jsonl_atomic
+
+from embodied_r_ros.core.append_only import AppendOnlyJsonl
 
 log = logging.getLogger("embodied_r_training.evaluate")
 

@@ -46,13 +46,11 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.core.append_only import AppendOnlyJsonl
-from embodied_r_ros.core.shards import available_cores
 from embodied_r_training.data import (
     group_by_video,
     read_jsonl,
@@ -61,6 +59,9 @@ from embodied_r_training.data import (
     write_jsonl_atomic,
 )
 from embodied_r_training.videos import VideoMaterialiser
+
+from embodied_r_ros.core.append_only import AppendOnlyJsonl
+from embodied_r_ros.core.shards import available_cores
 
 log = logging.getLogger("embodied_r_training.perception_cache")
 
@@ -431,11 +432,12 @@ def _shard_arg(text: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from embodied_r_training.config import read_yaml_config
+
     from embodied_r_ros.core.backends.factory import make_perceiver
     from embodied_r_ros.core.backends.model_spec import ModelSpec
     from embodied_r_ros.core.keyframes import KeyFrameParams
     from embodied_r_ros.core.shards import Shard
-    from embodied_r_training.config import read_yaml_config
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))

@@ -24,10 +24,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from embodied_r_ros.core.errors import EmbodiedRError, ErrorCode, InvalidRequestError
-from embodied_r_ros.evaluation.episode import DescriptionRecord, EpisodeRecord, KeyFrameRecord
+from embodied_r_ros.evaluation.episode import (
+    DescriptionRecord,
+    EpisodeRecord,
+    KeyFrameRecord,
+)
 from embodied_r_ros.evaluation.questions import QuestionItem
 from embodied_r_ros.evaluation.results import QuestionResult
-from embodied_r_ros.sample_data.bag_io import BagReadReport, iter_bag_frames, read_odometry
+from embodied_r_ros.sample_data.bag_io import (
+    BagReadReport,
+    iter_bag_frames,
+    read_odometry,
+)
 
 LOG = logging.getLogger("embodied_r_ros.evaluation.fast")
 

@@ -26,11 +26,19 @@ from typing import Any
 
 from embodied_r_ros.core.errors import EmbodiedRError, ErrorCode
 from embodied_r_ros.core.keyframes import FrameRateSampler
-from embodied_r_ros.evaluation.episode import DescriptionRecord, EpisodeRecord, KeyFrameRecord
+from embodied_r_ros.evaluation.episode import (
+    DescriptionRecord,
+    EpisodeRecord,
+    KeyFrameRecord,
+)
 from embodied_r_ros.evaluation.fast import note_empty_bag
 from embodied_r_ros.evaluation.questions import QuestionItem
 from embodied_r_ros.evaluation.results import QuestionResult
-from embodied_r_ros.sample_data.bag_io import BagReadReport, iter_bag_frames, read_odometry
+from embodied_r_ros.sample_data.bag_io import (
+    BagReadReport,
+    iter_bag_frames,
+    read_odometry,
+)
 
 LOG = logging.getLogger("embodied_r_ros.evaluation.live")
 

@@ -36,10 +36,20 @@ from typing import Any
 
 from embodied_r_ros.core import config as cfg
 from embodied_r_ros.core.errors import BagError, EmbodiedRError, ErrorCode
-from embodied_r_ros.evaluation import models as model_setup
-from embodied_r_ros.evaluation.questions import QuestionItem, assign_to_bags, find_bags, load_questions
-from embodied_r_ros.evaluation.results import QuestionResult, ResultStore, summarize, write_reports
 from embodied_r_ros.core.shards import Shard, available_cores, parse_shard
+from embodied_r_ros.evaluation import models as model_setup
+from embodied_r_ros.evaluation.questions import (
+    QuestionItem,
+    assign_to_bags,
+    find_bags,
+    load_questions,
+)
+from embodied_r_ros.evaluation.results import (
+    QuestionResult,
+    ResultStore,
+    summarize,
+    write_reports,
+)
 
 LOG = logging.getLogger("embodied_r_ros.evaluation")
 REPO_ROOT = Path(__file__).resolve().parents[2]

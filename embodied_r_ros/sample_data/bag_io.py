@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from embodied_r_ros.core.errors import BagError, InvalidRequestError
-from embodied_r_ros.core.image_codec import encode_jpeg, image_from_compressed, image_from_raw
+from embodied_r_ros.core.image_codec import (
+    encode_jpeg,
+    image_from_compressed,
+    image_from_raw,
+)
 
 __all__ = [
     "COMPRESSED_TYPE",
@@ -477,7 +482,7 @@ def iter_bag_frames(
         while True:
             try:
                 item = next(messages, None)
-            except Exception as exc:  # noqa: BLE001 - rosbags/sqlite/mcap errors mid-file
+            except Exception as exc:
                 raise BagError(bag, f"reading failed after {report.messages} messages of "
                                     f"{chosen} ({exc}); the bag is corrupt or truncated") from exc
             if item is None:
