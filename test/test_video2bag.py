@@ -10,7 +10,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from keyframe_clips import make_texture, render, video_poses, write_video
+from keyframe_clips import make_texture, render, video_poses, write_video, write_video_pyav
 
 from embodied_r_ros.cli import main as cli_main
 from embodied_r_ros.core.keyframes import FrameRateSampler
@@ -58,6 +58,22 @@ def test_raw_bag_holds_every_decoded_frame_at_its_video_time(clips, tmp_path, ca
     assert got[1].stamp_s - got[0].stamp_s == pytest.approx(1 / 29.97, abs=1e-6)
     assert "360 of 360 frames (160x120, 12.0 s)" in capsys.readouterr().out
     assert not (tmp_path / "bags" / ".video2bag.partial").exists()
+
+
+def test_h264_with_b_frames_keeps_presentation_order_and_times(clips, tmp_path):
+    """The datasets' codec: B-frames are decoded out of order; the bag holds the frames in
+    presentation order at their presentation times."""
+    texture = make_texture(8 * W, 2 * H, seed=4)
+    poses = video_poses(6, 30, W, texture.shape[0])
+    video = write_video_pyav(tmp_path / "EmbodiedCity_3_1.mp4",
+                             (render(texture, p, W, H) for p in poses), 30, codec="h264")
+    assert cli_main(["video2bag", str(video), "--out", str(tmp_path / "bags")]) == 0
+    got = list(read_image_bag(tmp_path / "bags" / "EmbodiedCity_3_1.mcap"))
+    decoded = _opencv_decode(video)
+    assert len(got) == len(decoded) == 180
+    assert [g.stamp_s for g in got] == pytest.approx([1.0 + i / 30 for i in range(180)], abs=1e-6)
+    for g, (_, rgb) in zip(got, decoded):
+        np.testing.assert_array_equal(g.image, rgb)
 
 
 def test_compressed_sqlite3_and_fps_limit_keep_the_robot_samples(clips, tmp_path):
