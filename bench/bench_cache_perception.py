@@ -7,6 +7,10 @@ forward motion) as real video files, lays them out as prepared records, and runs
 processes, ahead of the VLM calls). Prints videos per minute for both, the ratio, and
 checks that both wrote identical key frames and records.
 
+"one process" is the extractor as it runs alone (its own ORB and decoder threads over
+every core); in the pool each worker gets its share of the cores. The table shows the CPU
+seconds used, so "cores busy" says how much of the machine each run kept working.
+
 The VLM is replaced by a perceiver that returns a fixed three-part reply at once, so the
 numbers measure the stage the pool parallelises (decoding + key-frame selection); with a
 real VLM the pool's extraction runs while the VLM describes the previous video.
@@ -40,7 +44,7 @@ class FixedReplyPerceiver:
 
 def make_clips(folder: Path, clips: int, seconds: int, width: int, height: int, codec: str) -> list[Path]:
     sys.path.insert(0, str(REPO / "test"))
-    from keyframe_clips import make_texture, render, video_poses, write_video
+    from keyframe_clips import make_texture, render, video_poses, write_video, write_video_pyav
 
     suffix = ".avi" if codec == "MJPG" else ".mp4"
     paths = []
@@ -48,7 +52,11 @@ def make_clips(folder: Path, clips: int, seconds: int, width: int, height: int, 
         texture = make_texture(8 * width, 2 * height, seed=100 + i)
         poses = video_poses(seconds, 30, width, texture.shape[0])
         path = folder / f"clip_{i:03d}{suffix}"
-        write_video(path, (render(texture, p, width, height) for p in poses), 30.0, codec=codec)
+        frames = (render(texture, p, width, height) for p in poses)
+        if codec == "h264":  # libx264 with B-frames, through PyAV
+            write_video_pyav(path, frames, 30, codec="h264")
+        else:
+            write_video(path, frames, 30.0, codec=codec)
         paths.append(path)
     return paths
 
@@ -60,16 +68,23 @@ def records_for(paths: list[Path]) -> list[dict]:
             for i, p in enumerate(paths)]
 
 
+def _cpu_s() -> float:
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def run_once(records: list[dict], out: Path, workers: int) -> dict:
     from embodied_r_training.perception_cache import cache_split
 
-    started = time.perf_counter()
+    cpu0, started = _cpu_s(), time.perf_counter()
     stats = cache_split(records, perceiver=FixedReplyPerceiver(), out=out, split="bench",
                         mode="streaming", workers=workers, progress=False)
     seconds = time.perf_counter() - started
     assert stats.complete and stats.videos == len(records), stats
-    return {"workers": workers, "seconds": seconds, "videos": stats.videos,
-            "videos_per_minute": 60.0 * stats.videos / seconds}
+    return {"workers": workers, "seconds": seconds, "cpu_seconds": _cpu_s() - cpu0,
+            "videos": stats.videos, "videos_per_minute": 60.0 * stats.videos / seconds}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,8 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=int, default=30)
     p.add_argument("--width", type=int, default=640)
     p.add_argument("--height", type=int, default=360)
-    p.add_argument("--codec", default="mp4v", help="mp4v (long GOP, .mp4) or MJPG (.avi)")
-    p.add_argument("--workers", type=int, default=0, help="pool size (default 0 = every core)")
+    p.add_argument("--codec", default="mp4v",
+                   help="mp4v (long GOP, .mp4), h264 (libx264 with B-frames via PyAV) or MJPG (.avi)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="pool size (default 0 = every core, one extractor thread each)")
     p.add_argument("--quick", action="store_true", help="4 clips x 6 s")
     args = p.parse_args(argv)
     if args.quick:
@@ -106,9 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         same_records = (read_jsonl(root / "one" / "bench.streaming.jsonl")
                         == read_jsonl(root / "pool" / "bench.streaming.jsonl"))
     ratio = pooled["videos_per_minute"] / single["videos_per_minute"]
-    print("\n| run | workers | seconds | videos/min |\n|---|---|---|---|")
+    print("\n| run | processes | seconds | CPU s (cores busy) | videos/min |\n|---|---|---|---|---|")
     for row, name in ((single, "one process"), (pooled, "process pool")):
-        print(f"| {name} | {row['workers']} | {row['seconds']:.1f} | {row['videos_per_minute']:.1f} |")
+        print(f"| {name} | {row['workers']} | {row['seconds']:.1f} | {row['cpu_seconds']:.1f} "
+              f"({row['cpu_seconds'] / row['seconds']:.2f}) | {row['videos_per_minute']:.1f} |")
     print(f"\nratio (pool / one process): {ratio:.2f}x on {available_cores()} cores; "
           f"identical key frames: {same_kf}; identical records: {same_records}")
     print(json.dumps({"single": single, "pool": pooled, "ratio": ratio,

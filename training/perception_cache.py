@@ -31,8 +31,10 @@ as `<root>/<video_path>` (records prepared with `--no-video-check`, or a moved t
         --data artifacts/dry_run/prepared --split train --out artifacts/dry_run/cache \\
         [--mode streaming] [--workers 0] [--shard 0/4]
 
-Key frames are extracted by `--workers` processes (default: every core) ahead of the
-video being described; the VLM calls stay in this process, batched. Several machines:
+Key frames are extracted by `--workers` processes ahead of the video being described
+(default 0 = auto: one process per two cores, each extractor using its two cores'
+threads; `--workers N` sets the number, and the cores are shared out among them); the VLM
+calls stay in this process, batched. Several machines:
 run `--shard i/n` for each i (a deterministic split by video path, so every machine
 computes the same split), copy the shard files (`*.shard<i>of<n>.jsonl`) into one
 folder, then run once without `--shard`: it finds every description already made,
@@ -174,13 +176,17 @@ def _requests_for(
     return requests
 
 
-def _extract_job(ref: Any, cache_dir: str, keep: bool, params: Any) -> tuple[dict[str, Any], list[Any], bool]:
-    """Key frames of one video (runs in a worker process): (row, images, extracted)."""
+def _extract_job(ref: Any, cache_dir: str, keep: bool, params: Any, threads: int | None = None
+                 ) -> tuple[dict[str, Any], list[Any], bool]:
+    """Key frames of one video (in this process or a pool worker): (row, images,
+    extracted). `threads`: the extractor's own ORB/decoder threads (None = its default,
+    every core); pool workers get their share of the cores so the pool does not
+    oversubscribe them."""
     from embodied_r_ros.core.keyframes import extract_keyframes_from_video
 
     materialiser = VideoMaterialiser(cache_dir, keep=keep)
     with materialiser.local_file(ref) as path:
-        kf = extract_keyframes_from_video(path, params, return_images=True)
+        kf = extract_keyframes_from_video(path, params, return_images=True, workers=threads)
     row = {
         "source_frames": list(kf.source_frames),
         "sampled_indices": list(kf.sampled_indices),
@@ -190,6 +196,14 @@ def _extract_job(ref: Any, cache_dir: str, keep: bool, params: Any) -> tuple[dic
         "seconds": kf.seconds,
     }
     return row, list(kf.images), materialiser.extracted > 0
+
+
+def auto_workers() -> int:
+    """Default pool size: one process per two cores. The extractor already runs ORB and
+    the decoder on threads (about 1.3-1.5 cores busy for one video on 2 cores), so each
+    process keeps two cores; on 2 cores this is the one-process path (measured there:
+    `bench/bench_cache_perception.py`)."""
+    return max(1, available_cores() // 2)
 
 
 class _KeyFrameStage:
@@ -204,7 +218,8 @@ class _KeyFrameStage:
 
     def __init__(self, workers: int, cache_dir: Path, keep: bool, params: Any) -> None:
         self.workers = workers
-        self.args = (str(cache_dir), keep, params)
+        threads = None if workers == 1 else max(1, available_cores() // workers)
+        self.args = (str(cache_dir), keep, params, threads)
         self.pool: Any = None
         if workers > 1:
             import multiprocessing
@@ -266,7 +281,7 @@ def cache_split(
     call (a deterministic split by video path, `embodied_r_ros.core.shards`), into files
     named after the shard; the records file is written when the descriptions of every
     question of the split are present (from any shard's files in `out`). `workers`
-    processes extract key frames (0 = every core), while this process makes the VLM
+    processes extract key frames (0 = `auto_workers()`), while this process makes the VLM
     calls, batched as before. `perceiver` is a Perceiver or a function returning one,
     called only when there is something to describe (a run that only assembles records
     loads no model). Videos come from each record's `video` field, or from `video_root /
@@ -282,9 +297,9 @@ def cache_split(
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
     shard = shard if shard is not None else Shard(shard_index, num_shards)
-    workers = available_cores() if workers == 0 else workers
+    workers = auto_workers() if workers == 0 else workers
     if workers < 1:
-        raise ValueError("workers must be at least 1 (0 = every core)")
+        raise ValueError("workers must be at least 1 (0 = auto)")
     started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -415,7 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-shards", type=int, default=1, help="older spelling of --shard: N")
     parser.add_argument("--shard-index", type=int, default=0, help="older spelling of --shard: I")
     parser.add_argument("--workers", type=int, default=0,
-                        help="processes extracting key frames (default 0 = every core; 1 = this process)")
+                        help="processes extracting key frames (default 0 = one per two cores; "
+                        "1 = this process only); the cores are shared out among them")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-progress", action="store_true")
     return parser
