@@ -36,7 +36,12 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "replay-eval": (
         "embodied_r_ros.replay_eval",
-        "replay a rosbag through the pipeline with a question file; accuracy and latency",
+        "replay rosbags through the pipeline (fast or live) with a question file; accuracy, "
+        "latency, resumable",
+    ),
+    "video2bag": (
+        "embodied_r_ros.video2bag",
+        "convert benchmark videos (mp4 ...) into rosbag2 camera bags for replay-eval",
     ),
 }
 

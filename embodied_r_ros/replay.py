@@ -1,65 +1,57 @@
 """Replay a rosbag onto the camera topic of a running graph and ask questions over ROS.
 
-The client side of the demo, of `embodied-r replay-eval` and of the end-to-end tests:
-a small rclpy node that publishes the bag's frames (with their recorded stamps, paced by
-`rate`), listens to key frames, descriptions, answers and reasoning prompts, and calls
-the AskSpatial service.
+The client side of the demo, of `embodied-r replay-eval --mode live` and of the
+end-to-end tests: a small rclpy node that publishes the bag's frames (with their recorded
+stamps, paced by `rate`), listens to key frames, descriptions, answers and reasoning
+prompts, and calls the AskSpatial service. Question files and evaluation results are
+ROS-free and live in `embodied_r_ros.evaluation` (`QuestionItem` and `load_questions`
+are re-exported here).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import time
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import rclpy
-from rclpy.qos import qos_profile_sensor_data
 from nav_msgs.msg import Odometry
+from rclpy.qos import (
+    DurabilityPolicy,
+    HistoryPolicy,
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_profile_sensor_data,
+)
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header, String
 from std_srvs.srv import Trigger
 
 from embodied_r_ros.client import GraphClient, spinning, wait_future
+from embodied_r_ros.evaluation.questions import QuestionItem, load_questions
 from embodied_r_ros.msg import FrameDescription, KeyFrame, SpatialAnswer
 from embodied_r_ros.nodes.conversions import rgb_to_image_msg, seconds_to_stamp
 from embodied_r_ros.nodes.qos import DESCRIPTION_QOS, EVENT_QOS, KEYFRAME_QOS
 from embodied_r_ros.srv import AskSpatial
 
+__all__ = ["QuestionItem", "ReplayClient", "SpinningClient", "camera_publisher_qos",
+           "load_questions", "odometry_msg"]
 
-@dataclass
-class QuestionItem:
-    """One question to ask: text, options (may be empty), ground truth if known."""
-
-    question: str
-    choices: list[str]
-    answer: str = ""
-    category: str = ""
-    question_id: str = ""
+# A reliable camera publisher keeps this many frames for a subscriber that lags behind.
+RELIABLE_PUBLISHER_DEPTH = 200
 
 
-def load_questions(path: Path) -> list[QuestionItem]:
-    """Read a JSON list of question records: either {question_text, choices, answer} or the
-    datasets' own format {question (with a Choices: block), answer, question_category}."""
-    records = json.loads(Path(path).read_text(encoding="utf-8"))
-    if isinstance(records, dict):
-        records = records.get("questions", [])
-    items = []
-    for i, rec in enumerate(records):
-        text = rec.get("question_text") or rec.get("question")
-        if not text:
-            raise ValueError(f"{path}: record {i} has no question text")
-        items.append(QuestionItem(
-            question=text,
-            choices=list(rec.get("choices", [])) if rec.get("question_text") else [],
-            answer=str(rec.get("answer", "")),
-            category=str(rec.get("question_category", rec.get("category", ""))),
-            question_id=str(rec.get("Question_id", rec.get("id", i)))))
-    return items
+def camera_publisher_qos(reliability: str = "best_effort") -> QoSProfile:
+    """QoS of the replayed camera topic: sensor-data QoS (best effort, what camera drivers
+    offer) or reliable, which a `camera.reliability: reliable` subscription needs (a
+    best-effort publisher does not match it)."""
+    if reliability == "best_effort":
+        return qos_profile_sensor_data
+    if reliability != "reliable":
+        raise ValueError(f"camera reliability must be best_effort or reliable, got {reliability!r}")
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=RELIABLE_PUBLISHER_DEPTH,
+                      reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.VOLATILE)
 
 
 def odometry_msg(pose: Any) -> Odometry:
@@ -80,9 +72,11 @@ class ReplayClient(GraphClient):
                  keyframes_topic: str = "keyframes",
                  descriptions_topic: str = "frame_descriptions",
                  answers_topic: str = "answers", odometry_topic: str = "/odom",
-                 name: str = "embodied_r_replay", **client_kwargs: Any) -> None:
+                 name: str = "embodied_r_replay", camera_reliability: str = "best_effort",
+                 **client_kwargs: Any) -> None:
         super().__init__(name, ask_service=ask_service, **client_kwargs)
-        self.camera_pub = self.create_publisher(Image, camera_topic, qos_profile_sensor_data)
+        self.camera_pub = self.create_publisher(Image, camera_topic,
+                                                camera_publisher_qos(camera_reliability))
         self.odometry_pub = self.create_publisher(Odometry, odometry_topic, 1000)
         self.keyframes: list[KeyFrame] = []
         self.descriptions: list[FrameDescription] = []
@@ -144,6 +138,38 @@ class ReplayClient(GraphClient):
     def ask_item(self, item: QuestionItem, timeout_s: float = 300.0) -> AskSpatial.Response:
         return self.ask(item.question, item.choices, timeout_s)
 
+    def wait_for_frames(self, received: int, sampled: int | None = None,
+                        timeout_s: float = 30.0, settle_s: float = 3.0) -> tuple[int, int]:
+        """Wait until the graph's status counts `received` camera frames (and `sampled`
+        sampled ones, when given) in the current episode, so a question asked next sees
+        the whole replay. Gives up after `timeout_s`, or when the counts have not moved
+        for `settle_s` (frames lost in transport never arrive). Returns the counts last
+        seen."""
+        deadline = time.monotonic() + timeout_s
+        last: tuple[int, int] | None = None
+        moved = time.monotonic()
+        while True:
+            status = self.status()
+            counts = (int(status.frames_received), int(status.frames_sampled))
+            if counts[0] >= received and (sampled is None or counts[1] >= sampled):
+                return counts
+            now = time.monotonic()
+            if counts != last:
+                last, moved = counts, now
+            if now > deadline or now - moved > settle_s:
+                return counts
+            time.sleep(0.05)
+
+    def wait_for_prompts(self, count: int, timeout_s: float = 5.0) -> bool:
+        """Wait until `count` reasoning prompts were received (they travel on their own
+        topic, so one may arrive just after its answer)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.prompts) < count:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def call_trigger(self, service: str, timeout_s: float = 10.0) -> Trigger.Response:
         client = self.create_client(Trigger, service)
         if not client.wait_for_service(timeout_sec=timeout_s):
@@ -164,64 +190,3 @@ class SpinningClient:
 
     def __exit__(self, *exc: object) -> None:
         self._session.__exit__(*exc)
-
-
-@dataclass
-class QuestionOutcome:
-    item: QuestionItem
-    response: Any  # AskSpatial.Response
-    correct: bool | None  # None when the question has no ground truth or no choices
-
-
-@dataclass
-class ReplaySummary:
-    outcomes: list[QuestionOutcome] = field(default_factory=list)
-
-    def accuracy_by_category(self) -> dict[str, float]:
-        groups: dict[str, list[bool]] = defaultdict(list)
-        for o in self.outcomes:
-            if o.correct is not None:
-                groups[o.item.category or "all"].append(o.correct)
-        table = {k: 100.0 * sum(v) / len(v) for k, v in sorted(groups.items())}
-        scored = [o.correct for o in self.outcomes if o.correct is not None]
-        if scored:
-            table["average"] = 100.0 * sum(scored) / len(scored)
-        return table
-
-    def latency(self) -> dict[str, float]:
-        def med(values: Sequence[float]) -> float:
-            return float(statistics.median(values)) if values else 0.0
-
-        rs = [o.response for o in self.outcomes]
-        return {"total_s_median": med([r.total_s for r in rs]),
-                "perception_s_median": med([r.perception_s for r in rs]),
-                "reasoning_s_median": med([r.reasoning_s for r in rs]),
-                "total_s_max": max((r.total_s for r in rs), default=0.0)}
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "accuracy": self.accuracy_by_category(),
-            "latency": self.latency(),
-            "questions": [{
-                "id": o.item.question_id, "category": o.item.category,
-                "question": o.item.question, "choices": o.item.choices,
-                "ground_truth": o.item.answer, "answer": o.response.answer,
-                "correct": o.correct, "success": o.response.success,
-                "error_code": o.response.error_code, "message": o.response.message,
-                "reasoning": o.response.reasoning, "keyframes_used": o.response.keyframes_used,
-                "perception_s": o.response.perception_s, "reasoning_s": o.response.reasoning_s,
-                "total_s": o.response.total_s} for o in self.outcomes],
-        }
-
-
-def ask_all(client: ReplayClient, items: Sequence[QuestionItem],
-            timeout_s: float = 300.0) -> ReplaySummary:
-    summary = ReplaySummary()
-    for item in items:
-        response = client.ask_item(item, timeout_s)
-        has_letters = bool(item.choices) or "choices:" in item.question.lower()
-        correct = (response.success and response.answer.strip().upper() == item.answer.strip().upper()
-                   ) if item.answer and has_letters else None
-        summary.outcomes.append(QuestionOutcome(item, response, correct))
-    return summary
-

@@ -26,7 +26,11 @@ Two ways of summarising the same predictions:
   task scores present.
 
 Outputs in `--out`: `predictions.jsonl`, `metrics.json` and `results.md` (both tables, the
-paper's with the paper's rows beside ours).
+paper's with the paper's rows beside ours), and `completions*.jsonl`, the raw completions
+appended after every batch: a stopped run resumes where it stopped (the same command
+again). Several machines: `--shard i/n` on each (split by video), copy the
+`completions.shard*.jsonl` files into one `--out`, then run once without `--shard` to
+score them all (no model call when every completion is there).
 
     embodied-r-train evaluate --config training/configs/eval_tiny.yaml \\
         --records artifacts/toy/cache/test.on_query.jsonl --out artifacts/eval_tiny
@@ -55,6 +59,8 @@ from embodied_r_training.categories import (
     VSI_TYPE_TITLES,
 )
 from embodied_r_training.data import read_jsonl, write_json_atomic, write_jsonl_atomic
+
+from embodied_r_ros.core.append_only import AppendOnlyJsonl
 
 log = logging.getLogger("embodied_r_training.evaluate")
 
@@ -281,18 +287,42 @@ def results_markdown(metrics: Mapping[str, Any], name: str) -> str:
 
 
 def generate(reasoner: Any, records: Sequence[Mapping[str, Any]], settings: Any, batch_size: int,
-             progress: bool = True) -> list[str]:
-    """The model's completion for every record's prompt, in batches, with a progress bar."""
+             progress: bool = True, on_batch: Any = None) -> list[str]:
+    """The model's completion for every record's prompt, in batches, with a progress bar;
+    `on_batch(records, completions)` is called after each batch (to store it)."""
     from tqdm import tqdm
 
     out: list[str] = []
     bar = tqdm(total=len(records), desc="evaluate", unit="question", disable=not progress)
     for start in range(0, len(records), batch_size):
         chunk = records[start : start + batch_size]
-        out += reasoner.generate_batch([r["prompt"] for r in chunk], settings)
+        texts = reasoner.generate_batch([r["prompt"] for r in chunk], settings)
+        if on_batch is not None:
+            on_batch(chunk, texts)
+        out += texts
         bar.update(len(chunk))
     bar.close()
     return out
+
+
+def question_key(record: Mapping[str, Any], position: int) -> str:
+    """What keys a record's stored completion: its Question_id (else its position)."""
+    qid = record.get("Question_id")
+    return str(qid) if qid not in (None, "") else f"#{position}"
+
+
+def shard_name(record: Mapping[str, Any]) -> str:
+    """The unit shards are split by: the record's video (as perception caching splits)."""
+    return str(record.get("video_path") or record.get("video_id") or record.get("Question_id"))
+
+
+def stored_completions(out: Path) -> dict[str, str]:
+    """Question key -> completion, from this folder's completion files of every shard."""
+    done: dict[str, str] = {}
+    for path in sorted(out.glob("completions*.jsonl")):
+        for row in AppendOnlyJsonl(path).read():
+            done[str(row["key"])] = row["completion"]
+    return done
 
 
 def evaluate(
@@ -305,21 +335,54 @@ def evaluate(
     consistency_options: Mapping[str, Any] | None = None,
     tokenizer_path: str | None = None,
     progress: bool = True,
+    shard: Any = None,
 ) -> dict[str, Any]:
-    """Generate, score and write predictions.jsonl, metrics.json and results.md."""
+    """Generate, score and write predictions.jsonl, metrics.json and results.md.
+
+    Completions are appended to `<out>/completions[.shard<i>of<n>].jsonl` after every
+    batch, keyed by Question_id: a stopped run resumes without generating a stored one
+    again, and the model is not even loaded when nothing is missing. With a shard of
+    several, only that shard's records (split by video, as perception caching splits)
+    are generated and nothing is scored; a run without a shard then scores everything,
+    reading every shard's completion file found in `out` (copy them there from other
+    machines).
+    """
     from embodied_r_ros.core.backends.factory import make_reasoner
     from embodied_r_ros.core.backends.model_spec import ModelSpec
+    from embodied_r_ros.core.shards import Shard
     from embodied_r_ros.core.types import GenerationSettings
 
+    shard = shard or Shard(0, 1)
     spec = ModelSpec.from_dict(dict(model_cfg))
-    reasoner = make_reasoner(spec)
     settings = GenerationSettings(
         temperature=spec.temperature, max_new_tokens=spec.max_new_tokens, top_p=spec.top_p, seed=spec.seed
     )
-    try:
-        completions = generate(reasoner, records, settings, spec.batch_size, progress)
-    finally:
-        reasoner.close()
+    out = Path(out)
+    keys = [question_key(r, i) for i, r in enumerate(records)]
+    if len(set(keys)) != len(keys):
+        dup = next(k for k in keys if keys.count(k) > 1)
+        raise ValueError(f"Question_id {dup!r} appears twice in the records; ids key the stored completions")
+    done = stored_completions(out)
+    mine = [(k, r) for k, r in zip(keys, records) if shard.owns(shard_name(r))]
+    todo = [(k, r) for k, r in mine if k not in done]
+    if todo:
+        store = AppendOnlyJsonl(out / f"completions{shard.suffix}.jsonl")
+        key_of = {id(r): k for k, r in todo}
+
+        def keep(chunk: Sequence[Mapping[str, Any]], texts: Sequence[str]) -> None:
+            rows = [{"key": key_of[id(r)], "completion": t} for r, t in zip(chunk, texts)]
+            store.append_many(rows)
+            done.update({row["key"]: row["completion"] for row in rows})
+
+        log.info("%d of %d questions to generate (%d stored)", len(todo), len(mine), len(mine) - len(todo))
+        reasoner = make_reasoner(spec)
+        try:
+            generate(reasoner, [r for _, r in todo], settings, spec.batch_size, progress, on_batch=keep)
+        finally:
+            reasoner.close()
+    if shard.count > 1:
+        return {"shard": str(shard), "n": len(mine), "generated": len(todo)}
+    completions = [done[k] for k in keys]
     tokenizer = _load_tokenizer(tokenizer_path or (spec.model if spec.backend != "openai" else None))
     consistency = None
     if consistency_cfg:
@@ -331,7 +394,6 @@ def evaluate(
         consistency.close()
     metrics.update({"name": name, "model": spec.model, "backend": spec.backend,
                     "temperature": spec.temperature, "max_new_tokens": spec.max_new_tokens})
-    out = Path(out)
     write_jsonl_atomic(out / "predictions.jsonl", rows)
     write_json_atomic(out / "metrics.json", metrics)
     (out / "results.md").write_text(results_markdown(metrics, name), encoding="utf-8")
@@ -360,9 +422,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", default=None, help="row name in the results table")
     parser.add_argument("--tokenizer", default=None, help="tokenizer for completion length (default: the model's)")
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--shard", type=_shard_arg, default=None, metavar="I/N",
+                        help="generate only shard I of N (split by video); a run without --shard "
+                        "scores all shards' completions found in --out")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-progress", action="store_true")
     return parser
+
+
+def _shard_arg(text: str) -> Any:
+    from embodied_r_ros.core.errors import EmbodiedRError
+    from embodied_r_ros.core.shards import parse_shard
+
+    try:
+        return parse_shard(text)
+    except EmbodiedRError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -383,7 +458,11 @@ def main(argv: list[str] | None = None) -> int:
         consistency_options=cfg.get("consistency"),
         tokenizer_path=args.tokenizer,
         progress=not args.no_progress,
+        shard=args.shard,
     )
+    if args.shard is not None and args.shard.count > 1:
+        print(json.dumps(metrics))
+        return 0
     print((Path(args.out) / "results.md").read_text())
     print(json.dumps({k: metrics[k] for k in ("n", "accuracy_avg", "mean_completion_length", "length_unit")}))
     return 0

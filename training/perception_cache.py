@@ -11,8 +11,9 @@ later frames as a pair with the previous key frame). Two modes:
 Storage under `--out` (every write is crash-safe, so an interrupted run resumes without
 redoing or losing finished work):
 
-* `keyframes.jsonl` - append-only, one line per video (chosen frame numbers, fps ...);
-* `descriptions.<mode>[.shardK].jsonl` - append-only, one line per described key frame,
+* `keyframes[.shard<i>of<n>].jsonl` - append-only, one line per video (chosen frame
+  numbers, fps ...);
+* `descriptions.<mode>[.shard<i>of<n>].jsonl` - append-only, one line per described key frame,
   written and fsync'ed after every `describe_batch` call; a line cut short by a kill is
   ignored on reading and the file is repaired before the next append;
 * `<split>.<mode>.jsonl` - the training/evaluation records, written through a temporary
@@ -28,7 +29,16 @@ as `<root>/<video_path>` (records prepared with `--no-video-check`, or a moved t
 
     embodied-r-train cache-perception --config training/configs/perception_tiny.yaml \\
         --data artifacts/dry_run/prepared --split train --out artifacts/dry_run/cache \\
-        [--mode streaming] [--num-shards 4 --shard-index 0]
+        [--mode streaming] [--workers 0] [--shard 0/4]
+
+Key frames are extracted by `--workers` processes ahead of the video being described
+(default 0 = auto: one process per two cores, each extractor using its two cores'
+threads; `--workers N` sets the number, and the cores are shared out among them); the VLM
+calls stay in this process, batched. Several machines:
+run `--shard i/n` for each i (a deterministic split by video path, so every machine
+computes the same split), copy the shard files (`*.shard<i>of<n>.jsonl`) into one
+folder, then run once without `--shard`: it finds every description already made,
+loads no model and writes the records.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +62,9 @@ from embodied_r_training.data import (
 )
 from embodied_r_training.videos import VideoMaterialiser
 
+from embodied_r_ros.core.append_only import AppendOnlyJsonl
+from embodied_r_ros.core.shards import available_cores
+
 log = logging.getLogger("embodied_r_training.perception_cache")
 
 MODES = ("on_query", "streaming")
@@ -59,41 +72,8 @@ UNIT_SEP = "::"
 
 
 # --------------------------------------------------------------------------- stores
-class AppendOnlyJsonl:
-    """A JSONL file that only grows. Each `append_many` writes whole lines, then flushes
-    and fsyncs; reading skips a trailing partial line left by a killed writer."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-
-    def read(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        rows = []
-        with open(self.path, encoding="utf-8") as handle:
-            for line in handle:
-                if not line.endswith("\n"):
-                    break  # cut short by a crash: the work it held is redone
-                try:
-                    rows.append(json.loads(line))
-                except ValueError:
-                    log.warning("%s: skipping an unreadable line", self.path)
-        return rows
-
-    def append_many(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        payload = "".join(json.dumps(dict(r), ensure_ascii=False) + "\n" for r in rows)
-        if not payload:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a+b") as handle:
-            handle.seek(0, os.SEEK_END)
-            if handle.tell() > 0:
-                handle.seek(-1, os.SEEK_END)
-                if handle.read(1) != b"\n":
-                    handle.write(b"\n")  # end the partial line so it stays unreadable alone
-            handle.write(payload.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
+# AppendOnlyJsonl (crash-safe, append-only JSONL) lives in the core: replay evaluation
+# uses the same store.
 
 
 @dataclass
@@ -196,6 +176,85 @@ def _requests_for(
     return requests
 
 
+def _extract_job(ref: Any, cache_dir: str, keep: bool, params: Any, threads: int | None = None
+                 ) -> tuple[dict[str, Any], list[Any], bool]:
+    """Key frames of one video (in this process or a pool worker): (row, images,
+    extracted). `threads`: the extractor's own ORB/decoder threads (None = its default,
+    every core); pool workers get their share of the cores so the pool does not
+    oversubscribe them."""
+    from embodied_r_ros.core.keyframes import extract_keyframes_from_video
+
+    materialiser = VideoMaterialiser(cache_dir, keep=keep)
+    with materialiser.local_file(ref) as path:
+        kf = extract_keyframes_from_video(path, params, return_images=True, workers=threads)
+    row = {
+        "source_frames": list(kf.source_frames),
+        "sampled_indices": list(kf.sampled_indices),
+        "n_sampled": kf.n_sampled,
+        "video_fps": kf.video_fps,
+        "n_source_frames": kf.n_source_frames,
+        "seconds": kf.seconds,
+    }
+    return row, list(kf.images), materialiser.extracted > 0
+
+
+def auto_workers() -> int:
+    """Default pool size: one process per two cores. The extractor already runs ORB and
+    the decoder on threads (about 1.3-1.5 cores busy for one video on 2 cores), so each
+    process keeps two cores; on 2 cores this is the one-process path (measured there:
+    `bench/bench_cache_perception.py`)."""
+    return max(1, available_cores() // 2)
+
+
+class _KeyFrameStage:
+    """Key-frame extraction for a sequence of videos, in order, on `workers` processes.
+
+    With one worker everything runs in this process (no pool). With more, up to
+    `2 * workers` videos are extracted ahead of the one being described, so the pool
+    stays busy while the VLM works; results are handed back in submission order. Worker
+    processes are started with "spawn": the parent may hold a loaded model and threads,
+    which a forked child must not inherit.
+    """
+
+    def __init__(self, workers: int, cache_dir: Path, keep: bool, params: Any) -> None:
+        self.workers = workers
+        threads = None if workers == 1 else max(1, available_cores() // workers)
+        self.args = (str(cache_dir), keep, params, threads)
+        self.pool: Any = None
+        if workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self.pool = ProcessPoolExecutor(max_workers=workers,
+                                            mp_context=multiprocessing.get_context("spawn"))
+
+    def run(self, jobs: Sequence[tuple[Any, Any]]):  # type: ignore[no-untyped-def]
+        """Yield (key, (row, images, extracted)) for each (key, VideoRef) job, in order."""
+        if self.pool is None:
+            for key, ref in jobs:
+                yield key, _extract_job(ref, *self.args)
+            return
+        from collections import deque
+
+        pending: deque[tuple[Any, Any]] = deque()
+        queue = iter(jobs)
+        for key, ref in queue:
+            pending.append((key, self.pool.submit(_extract_job, ref, *self.args)))
+            if len(pending) >= 2 * self.workers:
+                break
+        while pending:
+            key, future = pending.popleft()
+            result = future.result()
+            nxt = next(queue, None)
+            if nxt is not None:
+                pending.append((nxt[0], self.pool.submit(_extract_job, nxt[1], *self.args)))
+            yield key, result
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
 def cache_split(
     records: Sequence[Mapping[str, Any]],
     *,
@@ -209,41 +268,53 @@ def cache_split(
     settings: Any = None,
     shard_index: int = 0,
     num_shards: int = 1,
+    shard: Any = None,
+    workers: int = 1,
     progress: bool = True,
     video_cache: str | Path | None = None,
     keep_extracted: bool = False,
 ) -> CacheStats:
     """Describe every key frame the split's questions need, then write the records.
 
-    Work already in `out` is reused. Only videos with `index % num_shards ==
-    shard_index` are described by this call; the records file is written when the
-    descriptions of every question of the split are present (from any shard). Videos
-    come from each record's `video` field, or from `video_root / video_path` when
-    `video_root` is given; zip members are extracted into `video_cache` (default
-    `<out>/.videos`) and removed after decoding unless `keep_extracted`.
+    Work already in `out` is reused. With a shard (`shard`, a core `Shard`, or
+    `shard_index` / `num_shards`) only the videos of that shard are described by this
+    call (a deterministic split by video path, `embodied_r_ros.core.shards`), into files
+    named after the shard; the records file is written when the descriptions of every
+    question of the split are present (from any shard's files in `out`). `workers`
+    processes extract key frames (0 = `auto_workers()`), while this process makes the VLM
+    calls, batched as before. `perceiver` is a Perceiver or a function returning one,
+    called only when there is something to describe (a run that only assembles records
+    loads no model). Videos come from each record's `video` field, or from `video_root /
+    video_path` when `video_root` is given; zip members are extracted into `video_cache`
+    (default `<out>/.videos`) and removed after decoding unless `keep_extracted`.
     """
     from tqdm import tqdm
 
-    from embodied_r_ros.core.keyframes import extract_keyframes_from_video
+    from embodied_r_ros.core.shards import Shard
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
+    shard = shard if shard is not None else Shard(shard_index, num_shards)
+    workers = auto_workers() if workers == 0 else workers
+    if workers < 1:
+        raise ValueError("workers must be at least 1 (0 = auto)")
     started = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    suffix = f".shard{shard_index}" if num_shards > 1 else ""
-    kf_store = AppendOnlyJsonl(out / f"keyframes{suffix}.jsonl")
-    desc_store = AppendOnlyJsonl(out / f"descriptions.{mode}{suffix}.jsonl")
-    materialiser = VideoMaterialiser(video_cache or out / ".videos", keep=keep_extracted)
+    kf_store = AppendOnlyJsonl(out / f"keyframes{shard.suffix}.jsonl")
+    desc_store = AppendOnlyJsonl(out / f"descriptions.{mode}{shard.suffix}.jsonl")
     keyframes = load_keyframes(out)
     done = load_descriptions(out, mode)
     stats = CacheStats()
+    materialiser = VideoMaterialiser(video_cache or out / ".videos", keep=keep_extracted)
     videos = list(group_by_video(records).items())
-    mine = [(i, v) for i, v in enumerate(videos) if i % num_shards == shard_index]
-    bar = tqdm(mine, desc=f"perception {split}/{mode}", unit="video", disable=not progress)
-    for _, (video_path, questions) in bar:
+    mine = [(v, qs) for v, qs in videos if shard.owns(v)]
+    # Videos to decode: not complete yet, and present.
+    jobs: list[tuple[str, Any]] = []
+    units_of: dict[str, list[tuple[str, str | None]]] = {}
+    for video_path, questions in mine:
         stats.videos += 1
         if mode == "streaming":
             units: list[tuple[str, str | None]] = [(unit_key(questions[0], mode), None)]
@@ -261,46 +332,54 @@ def cache_split(
             stats.missing_videos.append(video_path)
             log.warning("video missing, its questions are skipped: %s", ref.describe())
             continue
-        with materialiser.local_file(ref) as path:
-            kf = extract_keyframes_from_video(path, keyframe_params, return_images=True)
-        row = {
-            "video": video_path,
-            "source_frames": list(kf.source_frames),
-            "sampled_indices": list(kf.sampled_indices),
-            "n_sampled": kf.n_sampled,
-            "video_fps": kf.video_fps,
-            "n_source_frames": kf.n_source_frames,
-            "seconds": kf.seconds,
-        }
-        if known is not None and known["source_frames"] != row["source_frames"]:
-            raise RuntimeError(
-                f"{video_path}: key frames differ from the cached ones ({known['source_frames']} vs "
-                f"{row['source_frames']}); the key-frame parameters changed - use a new --out folder"
-            )
-        if known is None:
-            kf_store.append_many([row])
-            keyframes[video_path] = row
-        requests = _requests_for(units, kf.images, done)
-        stats.frames_reused += len(units) * len(kf.images) - len(requests)
-        for start in range(0, len(requests), batch_size):
-            chunk = requests[start : start + batch_size]
-            t0 = time.perf_counter()
-            texts = perceiver.describe_batch([(imgs, prompt) for _, _, imgs, prompt in chunk], settings)
-            stats.model_calls += 1
-            if len(texts) != len(chunk):
-                raise RuntimeError(f"perceiver returned {len(texts)} texts for {len(chunk)} requests")
-            per_item = (time.perf_counter() - t0) / len(chunk)
-            rows = [
-                {"unit": unit, "frame": i, "text": text, "latency_s": round(per_item, 4)}
-                for (unit, i, _, _), text in zip(chunk, texts)
-            ]
-            desc_store.append_many(rows)
-            for r in rows:
-                done[(r["unit"], r["frame"])] = r
-            stats.frames_described += len(chunk)
-            bar.set_postfix(described=stats.frames_described, reused=stats.frames_reused)
-    bar.close()
-    stats.videos_extracted = materialiser.extracted
+        units_of[video_path] = units
+        jobs.append((video_path, ref))
+
+    model = perceiver if hasattr(perceiver, "describe_batch") or not callable(perceiver) else None
+    stage = _KeyFrameStage(min(workers, max(1, len(jobs))), materialiser.cache_dir,
+                           keep_extracted, keyframe_params)
+    bar = tqdm(total=len(jobs), desc=f"perception {split}/{mode}", unit="video",
+               disable=not progress)
+    try:
+        for video_path, (row, images, extracted) in stage.run(jobs):
+            bar.update(1)
+            stats.videos_extracted += int(extracted)
+            row = {"video": video_path, **row}
+            known = keyframes.get(video_path)
+            if known is not None and known["source_frames"] != row["source_frames"]:
+                raise RuntimeError(
+                    f"{video_path}: key frames differ from the cached ones ({known['source_frames']} vs "
+                    f"{row['source_frames']}); the key-frame parameters changed - use a new --out folder"
+                )
+            if known is None:
+                kf_store.append_many([row])
+                keyframes[video_path] = row
+            requests = _requests_for(units_of[video_path], images, done)
+            stats.frames_reused += len(units_of[video_path]) * len(images) - len(requests)
+            if requests and model is None:
+                model = perceiver()
+            for start in range(0, len(requests), batch_size):
+                chunk = requests[start : start + batch_size]
+                t0 = time.perf_counter()
+                texts = model.describe_batch([(imgs, prompt) for _, _, imgs, prompt in chunk], settings)
+                stats.model_calls += 1
+                if len(texts) != len(chunk):
+                    raise RuntimeError(f"perceiver returned {len(texts)} texts for {len(chunk)} requests")
+                per_item = (time.perf_counter() - t0) / len(chunk)
+                rows = [
+                    {"unit": unit, "frame": i, "text": text, "latency_s": round(per_item, 4)}
+                    for (unit, i, _, _), text in zip(chunk, texts)
+                ]
+                desc_store.append_many(rows)
+                for r in rows:
+                    done[(r["unit"], r["frame"])] = r
+                stats.frames_described += len(chunk)
+                bar.set_postfix(described=stats.frames_described, reused=stats.frames_reused)
+    finally:
+        bar.close()
+        stage.close()
+        if model is not None and model is not perceiver:
+            model.close()
 
     # Assemble the records once every question's descriptions exist (from any shard).
     keyframes = load_keyframes(out)
@@ -345,18 +424,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mode", choices=MODES, default=None, help="overrides the config's mode")
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions (smoke runs)")
-    parser.add_argument("--num-shards", type=int, default=1)
-    parser.add_argument("--shard-index", type=int, default=0)
+    parser.add_argument("--shard", type=_shard_arg, default=None, metavar="I/N",
+                        help="describe only the videos of shard I of N (deterministic split by "
+                        "video path; run every shard, then once without --shard to write the records)")
+    parser.add_argument("--num-shards", type=int, default=1, help="older spelling of --shard: N")
+    parser.add_argument("--shard-index", type=int, default=0, help="older spelling of --shard: I")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="processes extracting key frames (default 0 = one per two cores; "
+                        "1 = this process only); the cores are shared out among them")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-progress", action="store_true")
     return parser
 
 
+def _shard_arg(text: str) -> Any:
+    from embodied_r_ros.core.errors import EmbodiedRError
+    from embodied_r_ros.core.shards import parse_shard
+
+    try:
+        return parse_shard(text)
+    except EmbodiedRError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
+    from embodied_r_training.config import read_yaml_config
+
     from embodied_r_ros.core.backends.factory import make_perceiver
     from embodied_r_ros.core.backends.model_spec import ModelSpec
     from embodied_r_ros.core.keyframes import KeyFrameParams
-    from embodied_r_training.config import read_yaml_config
+    from embodied_r_ros.core.shards import Shard
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))
@@ -366,26 +463,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         records = records[: args.limit]
     spec = ModelSpec.from_dict(cfg["perception_model"])
-    perceiver = make_perceiver(spec)
-    try:
-        stats = cache_split(
-            records,
-            perceiver=perceiver,
-            video_root=args.video_root,
-            out=args.out,
-            split=args.split,
-            mode=args.mode or cfg.get("mode", "on_query"),
-            keyframe_params=KeyFrameParams(**(cfg.get("keyframes") or {})),
-            batch_size=args.batch_size or int(cfg.get("batch_size", spec.batch_size)),
-            shard_index=args.shard_index,
-            num_shards=args.num_shards,
-            progress=not args.no_progress,
-            video_cache=args.video_cache,
-            keep_extracted=args.keep_extracted,
-        )
-    finally:
-        perceiver.close()
-    summary = {"split": args.split, **stats.__dict__}
-    write_json_atomic(Path(args.out) / f"{args.split}.{args.mode or cfg.get('mode', 'on_query')}.summary.json", summary)
+    shard = args.shard or Shard(args.shard_index, args.num_shards)
+    mode = args.mode or cfg.get("mode", "on_query")
+    stats = cache_split(
+        records,
+        perceiver=lambda: make_perceiver(spec),  # loaded only if something needs describing
+        video_root=args.video_root,
+        out=args.out,
+        split=args.split,
+        mode=mode,
+        keyframe_params=KeyFrameParams(**(cfg.get("keyframes") or {})),
+        batch_size=args.batch_size or int(cfg.get("batch_size", spec.batch_size)),
+        shard=shard,
+        workers=args.workers,
+        progress=not args.no_progress,
+        video_cache=args.video_cache,
+        keep_extracted=args.keep_extracted,
+    )
+    summary = {"split": args.split, "shard": str(shard), **stats.__dict__}
+    write_json_atomic(Path(args.out) / f"{args.split}.{mode}{shard.suffix}.summary.json", summary)
     print(json.dumps(summary, indent=2))
-    return 0 if stats.complete or args.num_shards > 1 else 1
+    return 0 if stats.complete or shard.count > 1 else 1

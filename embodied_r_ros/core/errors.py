@@ -50,6 +50,19 @@ class InvalidRequestError(EmbodiedRError):
     code = ErrorCode.INVALID_REQUEST
 
 
+class BagError(InvalidRequestError):
+    """A rosbag cannot be used: missing, not a rosbag2 folder, unreadable or corrupt, no
+    image topic. `path` is the bag; the message names it and says what to do."""
+
+    def __init__(self, path: object, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = str(path)
+        self.detail = message
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (type(self), (self.path, self.detail))  # picklable across processes
+
+
 class NoKeyFramesError(EmbodiedRError):
     """A question arrived before any camera frame was seen in this episode."""
 

@@ -9,22 +9,32 @@ frame stamps, which are also the bag's receive times; known camera poses can be 
 
 from __future__ import annotations
 
+import logging
 import math
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from embodied_r_ros.core.errors import InvalidRequestError
-from embodied_r_ros.core.image_codec import encode_jpeg, image_from_compressed, image_from_raw
+from embodied_r_ros.core.errors import BagError, InvalidRequestError
+from embodied_r_ros.core.image_codec import (
+    encode_jpeg,
+    image_from_compressed,
+    image_from_raw,
+)
 
 __all__ = [
     "COMPRESSED_TYPE",
     "IMAGE_TYPE",
     "IMAGE_TYPES",
     "ODOM_TYPE",
+    "BagFrame",
     "BagImage",
+    "BagReadReport",
+    "ImageBagWriter",
+    "iter_bag_frames",
     "list_topics",
     "read_image_bag",
     "read_odometry",
@@ -35,6 +45,7 @@ IMAGE_TYPE = "sensor_msgs/msg/Image"
 COMPRESSED_TYPE = "sensor_msgs/msg/CompressedImage"
 ODOM_TYPE = "nav_msgs/msg/Odometry"
 IMAGE_TYPES = (IMAGE_TYPE, COMPRESSED_TYPE)
+LOG = logging.getLogger("embodied_r_ros.bag")
 
 
 def _rosbags():
@@ -79,6 +90,94 @@ def _quat_from_yaw_pitch(yaw: float, pitch: float) -> tuple[float, float, float,
     return (-sp * sy, sp * cy, cp * sy, cp * cy)
 
 
+def _storage_plugin(storage: str):
+    StoragePlugin = _rosbags()[2]
+    plugins = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
+    if storage not in plugins:
+        raise InvalidRequestError(f"storage must be 'mcap' or 'sqlite3', got {storage!r}")
+    return plugins[storage]
+
+
+def _image_payload(ts, image: np.ndarray, sec: int, nsec: int, frame_id: str,
+                   compressed: bool, jpeg_quality: int) -> bytes:
+    """CDR bytes of one sensor_msgs Image (rgb8) or CompressedImage (JPEG)."""
+    T = ts.types
+    arr = np.asarray(image)
+    if arr.ndim != 3 or arr.shape[2] != 3 or arr.dtype != np.uint8:
+        raise InvalidRequestError(f"frames must be RGB uint8 (H, W, 3), got {arr.shape} {arr.dtype}")
+    header = T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec),
+                                      frame_id=frame_id)
+    if compressed:
+        msg = T[COMPRESSED_TYPE](header=header, format="rgb8; jpeg compressed bgr8",
+                                 data=np.frombuffer(encode_jpeg(arr, jpeg_quality), np.uint8))
+        return bytes(ts.serialize_cdr(msg, COMPRESSED_TYPE))
+    h, w = arr.shape[:2]
+    msg = T[IMAGE_TYPE](header=header, height=h, width=w, encoding="rgb8", is_bigendian=0,
+                        step=w * 3, data=np.ascontiguousarray(arr).reshape(-1))
+    return bytes(ts.serialize_cdr(msg, IMAGE_TYPE))
+
+
+class ImageBagWriter:
+    """Streaming writer of one camera topic into a new rosbag2 folder (bounded memory).
+
+        with ImageBagWriter(out, storage="mcap", compressed=True) as bag:
+            for image, stamp in frames:
+                bag.write(image, stamp)
+
+    Each image goes out at once as sensor_msgs/Image (rgb8) or, with ``compressed``,
+    sensor_msgs/CompressedImage (JPEG) on ``topic`` + "/compressed" (unless the topic ends
+    with it). The header stamp is ``stamp_s``; the record time is ``log_time_ns`` when
+    given, else the same instant. Stamps are written as given (also zero or out of order:
+    tests use that to make broken recordings). The folder must not exist yet; a failure
+    while writing removes it again, so no half-written bag is left under the name.
+    """
+
+    def __init__(self, path: str | Path, *, topic: str = "/camera/image_raw",
+                 frame_id: str = "camera", storage: str = "mcap", compressed: bool = False,
+                 jpeg_quality: int = 90, version: int = 8) -> None:
+        self.path = Path(path)
+        if self.path.exists():
+            raise InvalidRequestError(f"bag path {self.path} already exists; choose a new folder")
+        self.plugin = _storage_plugin(storage)
+        self.compressed = compressed
+        self.topic = topic.rstrip("/") + "/compressed" if compressed and not topic.endswith("/compressed") else topic
+        self.frame_id = frame_id
+        self.jpeg_quality = jpeg_quality
+        self.version = version
+        self.count = 0
+        self._ts = _typestore()
+        self._writer: Any = None
+        self._conn: Any = None
+
+    def __enter__(self) -> ImageBagWriter:
+        Writer = _rosbags()[1]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = Writer(self.path, version=self.version, storage_plugin=self.plugin)
+        self._writer.open()
+        self._conn = self._writer.add_connection(
+            self.topic, COMPRESSED_TYPE if self.compressed else IMAGE_TYPE, typestore=self._ts)
+        return self
+
+    def write(self, image: np.ndarray, stamp_s: float, log_time_ns: int | None = None, *,
+              frame_id: str | None = None) -> None:
+        sec, nsec = _split_stamp(float(stamp_s))
+        raw = _image_payload(self._ts, image, sec, nsec,
+                             self.frame_id if frame_id is None else frame_id, self.compressed,
+                             self.jpeg_quality)
+        self._writer.write(self._conn, sec * 1_000_000_000 + nsec if log_time_ns is None
+                           else int(log_time_ns), raw)
+        self.count += 1
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        import shutil
+
+        try:
+            self._writer.close()
+        finally:
+            if exc_type is not None:
+                shutil.rmtree(self.path, ignore_errors=True)
+
+
 def write_image_bag(
     path: str | Path,
     frames: Sequence[np.ndarray],
@@ -105,13 +204,11 @@ def write_image_bag(
     ``odom_topic`` as ``nav_msgs/Odometry`` with body-frame velocities from finite
     differences. Returns the bag folder path. The folder must not exist yet.
     """
-    _, Writer, StoragePlugin, _, _ = _rosbags()
+    Writer = _rosbags()[1]
     path = Path(path)
     if path.exists():
         raise InvalidRequestError(f"bag path {path} already exists; choose a new folder")
-    plugins = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
-    if storage not in plugins:
-        raise InvalidRequestError(f"storage must be 'mcap' or 'sqlite3', got {storage!r}")
+    plugin = _storage_plugin(storage)
     if len(frames) != len(stamps_s):
         raise InvalidRequestError(f"{len(frames)} frames but {len(stamps_s)} stamps")
     if not frames:
@@ -122,43 +219,18 @@ def write_image_bag(
         topic = topic.rstrip("/") + "/compressed"
 
     ts = _typestore()
-    T = ts.types
-    Header, Time = T["std_msgs/msg/Header"], T["builtin_interfaces/msg/Time"]
     messages: list[tuple[int, int, bytes]] = []  # (time ns, connection slot, payload)
-
     for image, stamp in zip(frames, stamps_s):
-        arr = np.asarray(image)
-        if arr.ndim != 3 or arr.shape[2] != 3 or arr.dtype != np.uint8:
-            raise InvalidRequestError(f"frames must be RGB uint8 (H, W, 3), got {arr.shape} {arr.dtype}")
         sec, nsec = _split_stamp(float(stamp))
-        header = Header(stamp=Time(sec=sec, nanosec=nsec), frame_id=frame_id)
-        if compressed:
-            msg = T[COMPRESSED_TYPE](
-                header=header,
-                format="rgb8; jpeg compressed bgr8",
-                data=np.frombuffer(encode_jpeg(arr, jpeg_quality), np.uint8),
-            )
-            raw = ts.serialize_cdr(msg, COMPRESSED_TYPE)
-        else:
-            h, w = arr.shape[:2]
-            msg = T[IMAGE_TYPE](
-                header=header,
-                height=h,
-                width=w,
-                encoding="rgb8",
-                is_bigendian=0,
-                step=w * 3,
-                data=np.ascontiguousarray(arr).reshape(-1),
-            )
-            raw = ts.serialize_cdr(msg, IMAGE_TYPE)
-        messages.append((sec * 1_000_000_000 + nsec, 0, bytes(raw)))
+        raw = _image_payload(ts, image, sec, nsec, frame_id, compressed, jpeg_quality)
+        messages.append((sec * 1_000_000_000 + nsec, 0, raw))
 
     if poses is not None:
         messages += [(t, 1, raw) for t, raw in _odometry_messages(ts, poses, stamps_s, odom_frame_id, base_frame_id)]
 
     messages.sort(key=lambda m: (m[0], m[1]))
     path.parent.mkdir(parents=True, exist_ok=True)
-    writer = Writer(path, version=version, storage_plugin=plugins[storage])
+    writer = Writer(path, version=version, storage_plugin=plugin)
     with writer:
         conns = [writer.add_connection(topic, COMPRESSED_TYPE if compressed else IMAGE_TYPE, typestore=ts)]
         if poses is not None:
@@ -223,11 +295,14 @@ def _bag_dir(path: str | Path) -> Path:
     """The bag folder for a folder path or for a storage file inside one."""
     p = Path(path)
     if not p.exists():
-        raise InvalidRequestError(f"bag {p} does not exist")
+        raise BagError(p, "the bag does not exist; check the path")
     if p.is_file() and (p.parent / "metadata.yaml").exists():
         return p.parent
-    if p.is_dir() and not (p / "metadata.yaml").exists():
-        raise InvalidRequestError(f"{p} is not a rosbag2 folder (no metadata.yaml)")
+    if p.is_file():
+        raise BagError(p, "is a file without a metadata.yaml beside it; give the rosbag2 "
+                          "folder (the one holding metadata.yaml)")
+    if not (p / "metadata.yaml").exists():
+        raise BagError(p, "is not a rosbag2 folder (no metadata.yaml)")
     return p
 
 
@@ -238,7 +313,8 @@ def _open_reader(path: str | Path):
         reader = Reader(bag)
         reader.open()
     except Exception as exc:  # rosbags raises its own ReaderError family
-        raise InvalidRequestError(f"cannot open bag {bag}: {exc}") from exc
+        raise BagError(bag, f"cannot open the bag ({exc}); the file is corrupt, truncated "
+                            "or not a rosbag2 sqlite3/MCAP bag") from exc
     return reader
 
 
@@ -251,44 +327,234 @@ def list_topics(path: str | Path) -> dict[str, str]:
         reader.close()
 
 
-def _pick_image_topic(topics: dict[str, str], topic: str | None) -> str:
+def _pick_image_topic(bag: Path, topics: dict[str, str], topic: str | None) -> str:
     images = sorted(t for t, ty in topics.items() if ty in IMAGE_TYPES)
     if topic is not None:
         if topic not in topics:
-            raise InvalidRequestError(
-                f"topic {topic!r} is not in the bag; image topics: {images or 'none'}"
-            )
+            raise BagError(bag, f"topic {topic!r} is not in the bag; image topics: "
+                                f"{images or 'none'}")
         if topics[topic] not in IMAGE_TYPES:
-            raise InvalidRequestError(f"topic {topic!r} has type {topics[topic]}, not an image type")
+            raise BagError(bag, f"topic {topic!r} has type {topics[topic]}, not an image type")
         return topic
     if not images:
-        raise InvalidRequestError(f"the bag has no image topics (topics: {sorted(topics)})")
+        raise BagError(bag, f"the bag has no image topics (topics: {sorted(topics)})")
     return images[0]
 
 
-def read_image_bag(path: str | Path, topic: str | None = None) -> Iterator[BagImage]:
-    """Yield the images of one topic in recording order, decoded to RGB.
+# --------------------------------------------------------------------------- replay reading
+STAMP_SOURCES = ("header", "record")
 
-    With ``topic`` None the (alphabetically) first Image or CompressedImage topic is used.
-    Raises `InvalidRequestError` when the bag or topic is missing or an image cannot be
-    decoded.
+
+@dataclass
+class BagReadReport:
+    """What reading one bag's camera topic did (filled while frames are read).
+
+    `messages` counts the topic's messages, `frames` the frames handed on; the others
+    count why the rest were not handed on as recorded (see `iter_bag_frames`)."""
+
+    path: str
+    topic: str = ""
+    msgtype: str = ""
+    messages: int = 0
+    frames: int = 0
+    stamp_fallbacks: int = 0
+    reordered: int = 0
+    dropped_out_of_order: int = 0
+    dropped_duplicate: int = 0
+    undeserializable: int = 0
+    sizes: list[tuple[int, int]] = field(default_factory=list)  # (width, height) changes
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, text: str) -> None:
+        message = f"{self.path}: {text}"
+        self.warnings.append(message)
+        LOG.warning("%s", message)
+
+    def saw_image(self, index: int, image: np.ndarray) -> None:
+        """Note a decoded frame's size; a change of resolution is reported once per change."""
+        size = (int(image.shape[1]), int(image.shape[0]))
+        if not self.sizes:
+            self.sizes.append(size)
+        elif size != self.sizes[-1]:
+            self.warn(f"the image size changes from {self.sizes[-1][0]}x{self.sizes[-1][1]} to "
+                      f"{size[0]}x{size[1]} at frame {index}; key frames are still compared "
+                      "(the overlap is measured on the newer frame's size)")
+            self.sizes.append(size)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: (list(map(list, v)) if k == "sizes" else v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class BagFrame:
+    """One camera message of a bag, decoded only when `image()` is called."""
+
+    index: int  # position among the frames handed on (0, 1, 2 ...)
+    stamp_s: float  # stream time: the header stamp, or the fallback (see iter_bag_frames)
+    log_time_ns: int  # time the recorder wrote the message
+    frame_id: str
+    topic: str
+    msgtype: str
+    msg: Any  # the deserialized message (rosbags)
+    stamp_from: str = "header"  # "header" or "record"
+
+    def image(self) -> np.ndarray:
+        """The RGB uint8 image; raises InvalidRequestError when it cannot be decoded."""
+        msg = self.msg
+        if self.msgtype == COMPRESSED_TYPE:
+            return image_from_compressed(msg.data, msg.format)
+        return image_from_raw(msg.data, msg.width, msg.height, msg.encoding, msg.step,
+                              msg.is_bigendian)
+
+
+def iter_bag_frames(
+    path: str | Path,
+    topic: str | None = None,
+    *,
+    stamps: str = "header",
+    reorder_window: int = 16,
+    report: BagReadReport | None = None,
+) -> Iterator[BagFrame]:
+    """The camera frames of a bag in stream-time order, robust to broken recordings.
+
+    Rules (the same for the fast and the live replay, so both see the same frames):
+
+    * **Stamps.** ``stamps="header"`` (default) uses each message's header stamp. A zero or
+      negative header stamp (a driver that never set it) is replaced by the message's
+      record time, shifted onto the header clock of the last frame that had a good stamp
+      (record time as is before any good stamp), so stream time stays continuous when the
+      camera and the recorder clocks differ; counted in `stamp_fallbacks` and warned.
+      ``stamps="record"`` uses the record time for every frame (for a camera whose
+      clock is frozen or wrong).
+    * **Order.** Messages are re-sorted by stamp within a window of `reorder_window`
+      messages (recorders write in arrival order, so small swaps are common); a frame
+      whose stamp is still earlier than one already handed on is dropped
+      (`dropped_out_of_order`), and one with the same stamp as the previous frame handed
+      on is dropped as a duplicate (`dropped_duplicate`): stream time strictly increases.
+      ``reorder_window=0`` keeps the recorded order and only drops.
+    * **Bad payloads.** A message that cannot be deserialized is dropped
+      (`undeserializable`); image decoding happens later, in `BagFrame.image()`.
+    * **Empty bags.** A bag whose image topic has no messages yields nothing (a warning
+      says so); the caller decides what that means (replay evaluation answers its
+      questions with NO_KEYFRAMES).
+    * **Unreadable bags** (missing, no metadata.yaml, corrupt, truncated, no image topic,
+      a read error midway) raise `BagError` naming the file.
+
+    `report`, when given, is filled as frames are read (counts, warnings, topic).
     """
-    reader = _open_reader(path)
+    import heapq
+
+    if stamps not in STAMP_SOURCES:
+        raise InvalidRequestError(f"stamps must be one of {STAMP_SOURCES}, got {stamps!r}")
+    if reorder_window < 0:
+        raise InvalidRequestError(f"reorder_window must be >= 0, got {reorder_window}")
+    bag = _bag_dir(path)
+    report = report if report is not None else BagReadReport(str(bag))
+    reader = _open_reader(bag)
     try:
         topics = {c.topic: c.msgtype for c in reader.connections}
-        chosen = _pick_image_topic(topics, topic)
+        chosen = _pick_image_topic(bag, topics, topic)
+        report.topic, report.msgtype = chosen, topics[chosen]
         ts = _typestore()
         conns = [c for c in reader.connections if c.topic == chosen]
-        for conn, log_ns, raw in reader.messages(connections=conns):
-            msg = ts.deserialize_cdr(raw, conn.msgtype)
-            stamp = msg.header.stamp.sec + msg.header.stamp.nanosec / 1e9
-            if conn.msgtype == COMPRESSED_TYPE:
-                image = image_from_compressed(msg.data, msg.format)
+        heap: list[tuple[float, int, BagFrame]] = []
+        last_out: tuple[float, int] | None = None  # (stamp, record position) handed on
+        good: tuple[float, int] | None = None  # (header stamp, record time) of a good frame
+        position = 0
+
+        def emit(item: tuple[float, int, BagFrame]) -> Iterator[BagFrame]:
+            nonlocal last_out
+            stamp, seq, frame = item
+            if last_out is not None and stamp <= last_out[0]:
+                if stamp == last_out[0]:
+                    report.dropped_duplicate += 1
+                else:
+                    report.dropped_out_of_order += 1
+                return
+            if last_out is not None and seq < last_out[1]:
+                report.reordered += 1
+            last_out = (stamp, max(seq, last_out[1]) if last_out else seq)
+            frame.index = report.frames
+            report.frames += 1
+            yield frame
+
+        messages = reader.messages(connections=conns)
+        while True:
+            try:
+                item = next(messages, None)
+            except Exception as exc:
+                raise BagError(bag, f"reading failed after {report.messages} messages of "
+                                    f"{chosen} ({exc}); the bag is corrupt or truncated") from exc
+            if item is None:
+                break
+            conn, log_ns, raw = item
+            report.messages += 1
+            try:
+                msg = ts.deserialize_cdr(raw, conn.msgtype)
+                header_s = msg.header.stamp.sec + msg.header.stamp.nanosec / 1e9
+            except Exception:  # noqa: BLE001 - a damaged message is dropped, not fatal
+                report.undeserializable += 1
+                continue
+            log_s = int(log_ns) / 1e9
+            if stamps == "record":
+                stamp, source = log_s, "record"
+            elif header_s > 0 or (header_s == 0 and log_ns == 0):
+                stamp, source = float(header_s), "header"
+                good = (stamp, int(log_ns))
             else:
-                image = image_from_raw(msg.data, msg.width, msg.height, msg.encoding, msg.step, msg.is_bigendian)
-            yield BagImage(float(stamp), image, str(msg.header.frame_id), chosen, int(log_ns))
+                report.stamp_fallbacks += 1
+                stamp = log_s if good is None else good[0] + (int(log_ns) - good[1]) / 1e9
+                source = "record"
+            frame = BagFrame(-1, float(stamp), int(log_ns), str(msg.header.frame_id), chosen,
+                             conn.msgtype, msg, source)
+            heapq.heappush(heap, (frame.stamp_s, position, frame))
+            position += 1
+            if len(heap) > reorder_window:
+                yield from emit(heapq.heappop(heap))
+        while heap:
+            yield from emit(heapq.heappop(heap))
     finally:
         reader.close()
+    _warn_summary(report)
+
+
+def _warn_summary(report: BagReadReport) -> None:
+    if report.messages == 0:
+        report.warn(f"topic {report.topic} has no messages (a zero-length bag): nothing to "
+                    "replay")
+    if report.stamp_fallbacks:
+        report.warn(f"{report.stamp_fallbacks} of {report.messages} frames had a zero header "
+                    "stamp; their record time was used instead (fix the camera driver's "
+                    "stamps, or read with stamps='record')")
+    if report.reordered:
+        report.warn(f"{report.reordered} frames were recorded out of stamp order and were "
+                    "re-sorted by stamp")
+    if report.dropped_out_of_order or report.dropped_duplicate:
+        report.warn(f"{report.dropped_out_of_order} out-of-order and {report.dropped_duplicate} "
+                    "duplicate-stamp frames were dropped (stream time must increase); a "
+                    "larger reorder window keeps more, stamps='record' ignores the header "
+                    "stamps")
+    if report.undeserializable:
+        report.warn(f"{report.undeserializable} messages could not be deserialized and were "
+                    "dropped")
+
+
+def read_image_bag(path: str | Path, topic: str | None = None, *, stamps: str = "header",
+                   reorder_window: int = 16,
+                   report: BagReadReport | None = None) -> Iterator[BagImage]:
+    """Yield the images of one topic in stream-time order, decoded to RGB.
+
+    With ``topic`` None the (alphabetically) first Image or CompressedImage topic is used.
+    Stamps, order and damaged messages follow `iter_bag_frames`. Raises `BagError` when
+    the bag or topic is missing or the bag is unreadable, `InvalidRequestError` when an
+    image cannot be decoded.
+    """
+    report = report if report is not None else BagReadReport(str(path))
+    for frame in iter_bag_frames(path, topic, stamps=stamps, reorder_window=reorder_window,
+                                 report=report):
+        image = frame.image()
+        report.saw_image(frame.index, image)
+        yield BagImage(frame.stamp_s, image, frame.frame_id, frame.topic, frame.log_time_ns)
 
 
 def read_odometry(path: str | Path, topic: str = "/odom"):

@@ -1,0 +1,79 @@
+"""Which models an evaluation or the demo runs: the configured ones, or tiny local ones.
+
+Tiny random models (`core.tiny_models`, built locally in seconds, no download) only prove
+the plumbing: their text is noise. The demo falls back to them for a model that is not
+configured; `replay-eval` uses them only when asked (`--tiny-models`).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from embodied_r_ros.core import config as cfg
+
+# Short generations keep tiny-model runs fast; real models use the YAML values.
+TINY_MAX_NEW_TOKENS = {"perception": 24, "reasoning": 48}
+ROLES = ("perception", "reasoning")
+
+
+def missing_models(params_file: str | Path, overrides: Mapping[str, Any]) -> list[str]:
+    """The roles ("perception", "reasoning") with no model in the file or the overrides."""
+    params = cfg.load_parameters(params_file)
+    return [role for role in ROLES
+            if not overrides.get(f"{role}.model", params[f"{role}.model"])]
+
+
+def tiny_overrides(artifacts: str | Path, roles: list[str] | tuple[str, ...] = ROLES,
+                   ) -> dict[str, Any]:
+    """Parameter overrides that run `roles` on tiny local models (built on first use into
+    `<artifacts>/tiny_models`): CPU, float32, greedy decoding, short generations."""
+    from embodied_r_ros.core.tiny_models import build_tiny_models
+
+    paths = build_tiny_models(Path(artifacts) / "tiny_models")
+    where = {"perception": paths.vlm, "reasoning": paths.lm}
+    overrides: dict[str, Any] = {}
+    for role in roles:
+        overrides.update({f"{role}.model": str(where[role]), f"{role}.backend": "transformers",
+                          f"{role}.device": "cpu", f"{role}.dtype": "float32",
+                          f"{role}.temperature": 0.0,
+                          f"{role}.max_new_tokens": TINY_MAX_NEW_TOKENS[role]})
+    return overrides
+
+
+def tiny_banner(roles: list[str], overrides: Mapping[str, Any]) -> str:
+    where = ", ".join(f"{r}: {overrides[f'{r}.model']}" for r in roles)
+    return textwrap.dedent(f"""
+        == NO {' AND '.join(r.upper() for r in roles)} MODEL CONFIGURED: using tiny random
+           models built locally ({where}).
+           Their text and answers are MEANINGLESS noise; they only exercise the pipeline.
+           Pass --perception-model/--reasoning-model (or set perception.model and
+           reasoning.model in the parameter file) to use real models.
+        """)
+
+
+def model_overrides(perception_model: str = "", reasoning_model: str = "") -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if perception_model:
+        overrides["perception.model"] = perception_model
+    if reasoning_model:
+        overrides["reasoning.model"] = reasoning_model
+    return overrides
+
+
+def parse_set(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` parameter overrides; VALUE is read as YAML (numbers, booleans)."""
+    import yaml
+
+    from embodied_r_ros.core.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set needs KEY=VALUE, got {pair!r}")
+        parsed = yaml.safe_load(value) if value.strip() else ""
+        out[key.strip()] = value if parsed is None else parsed
+    return out
