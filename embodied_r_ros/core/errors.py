@@ -59,7 +59,7 @@ class BagError(InvalidRequestError):
         self.path = str(path)
         self.detail = message
 
-    def __reduce__(self):  # type: ignore[no-untyped-def]
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
         return (type(self), (self.path, self.detail))  # picklable across processes
 
 
