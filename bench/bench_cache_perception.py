@@ -89,10 +89,9 @@ def run_once(records: list[dict], out: Path, workers: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
+    from embodied_r_ros.core.shards import available_cores
     from embodied_r_training.data import read_jsonl
     from embodied_r_training.perception_cache import load_keyframes
-
-    from embodied_r_ros.core.shards import available_cores
 
     p = argparse.ArgumentParser(prog="python -m bench.bench_cache_perception",
                                 description=__doc__.split("\n\n")[0])

@@ -76,10 +76,10 @@ def panorama(width: int, height: int) -> np.ndarray:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import rclpy  # noqa: F401 - fail early without ROS
+    from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image
     from std_msgs.msg import Header
-    from diagnostic_msgs.msg import DiagnosticArray
 
     from embodied_r_ros.client import GraphClient, spinning
     from embodied_r_ros.core.tiny_models import build_tiny_models

@@ -14,12 +14,12 @@ embodied_r.launch.py --show-args` for every argument with its description.
 
 from __future__ import annotations
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 
 from embodied_r_ros.graph import LAUNCH_ARGUMENTS, PACKAGE, graph_launch, share_dir
+from launch import LaunchDescription
 
 
 def _nodes(context, *args, **kwargs):  # type: ignore[no-untyped-def]

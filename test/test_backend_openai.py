@@ -38,6 +38,7 @@ from embodied_r_ros.core.errors import (
     RequestTimeoutError,
 )
 from embodied_r_ros.core.types import GenerationSettings
+
 from servers import free_port, transformers_serve
 
 GREEDY = GenerationSettings(temperature=0.0, max_new_tokens=10)

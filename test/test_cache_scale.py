@@ -9,13 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from embodied_r_ros.core.errors import InvalidRequestError
+from embodied_r_ros.core.shards import Shard, parse_shard, shard_of
 from embodied_r_training import data
 from embodied_r_training.cli import main as train_cli
 from embodied_r_training.perception_cache import cache_split
 from embodied_r_training.toy import make_published_tree
-
-from embodied_r_ros.core.errors import InvalidRequestError
-from embodied_r_ros.core.shards import Shard, parse_shard, shard_of
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,11 @@ import yaml
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)")
 
-from conftest import fresh_ros_domain  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.replay import SpinningClient  # noqa: E402
 from embodied_r_ros.sample_data.bag_io import read_image_bag  # noqa: E402
+
+from conftest import fresh_ros_domain  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = REPO / "config" / "embodied_r.yaml"

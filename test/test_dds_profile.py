@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)")
 
 from bench.bench_dds_images import PROFILE, measure  # noqa: E402
+
 from conftest import fresh_ros_domain  # noqa: E402
 
 

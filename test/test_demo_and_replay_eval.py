@@ -16,10 +16,10 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)")
 
-from conftest import REPO_ROOT, fresh_ros_domain
-
 from embodied_r_ros import demo, replay_eval
 from embodied_r_ros.sample_data.cli import main as make_sample
+
+from conftest import REPO_ROOT, fresh_ros_domain
 
 
 def _link_tiny(tmp_path: Path, tiny_models) -> Path:  # type: ignore[no-untyped-def]

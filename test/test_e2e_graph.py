@@ -16,12 +16,12 @@ import pytest
 rclpy = pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)")
 
 from embodied_r_ros.core import config as cfg  # noqa: E402
-from conftest import fresh_ros_domain  # noqa: E402
-from graph_helpers import PARAMS, bag_frames, tiny_overrides  # noqa: E402
-
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import QuestionItem, SpinningClient, load_questions  # noqa: E402
+
+from conftest import fresh_ros_domain  # noqa: E402
+from graph_helpers import PARAMS, bag_frames, tiny_overrides  # noqa: E402
 
 FRAME_LINE = re.compile(r"^Frame (\d+): ", re.MULTILINE)
 
@@ -36,7 +36,9 @@ def user_text(messages: list[dict]) -> str:
 @pytest.fixture(scope="module")
 def split_graph(tiny_models, sample_dir):  # type: ignore[no-untyped-def]
     fresh_ros_domain()
-    with GraphProcesses("split", PARAMS, tiny_overrides(tiny_models, **{"reasoning.max_new_tokens": 24, "perception.max_new_tokens": 16}), echo=None) as graph, \
+    overrides = tiny_overrides(tiny_models, **{"reasoning.max_new_tokens": 24,
+                                               "perception.max_new_tokens": 16})
+    with GraphProcesses("split", PARAMS, overrides, echo=None) as graph, \
             SpinningClient() as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
         yield graph, client

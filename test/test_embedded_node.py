@@ -16,12 +16,12 @@ from action_msgs.msg import GoalStatus  # noqa: E402
 from rclpy.action import ActionClient  # noqa: E402
 
 from embodied_r_ros.action import AnswerSpatial  # noqa: E402
-from conftest import fresh_ros_domain  # noqa: E402
-
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import QuestionItem, SpinningClient  # noqa: E402
 from embodied_r_ros.sample_data.bag_io import read_image_bag, read_odometry  # noqa: E402
+
+from conftest import fresh_ros_domain  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = REPO / "config" / "embodied_r.yaml"

@@ -19,13 +19,14 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import Header  # noqa: E402
 
-from conftest import fresh_ros_domain  # noqa: E402
-from graph_helpers import PARAMS, tiny_overrides, wait_for  # noqa: E402
 from embodied_r_ros.client import GraphClient, spinning, wait_future  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.msg import KeyFrame  # noqa: E402
 from embodied_r_ros.nodes.qos import KEYFRAME_QOS  # noqa: E402
+
+from conftest import fresh_ros_domain  # noqa: E402
+from graph_helpers import PARAMS, tiny_overrides, wait_for  # noqa: E402
 
 HOSTILE = {"camera.reliability": "reliable", "diagnostics.period_s": 0.5}
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)

@@ -51,6 +51,7 @@ from embodied_r_ros.core.video_frames import (  # noqa: E402
     probe_video,
     read_first_frame,
 )
+
 from keyframe_clips import (  # noqa: E402
     Pose,
     clip_frames,

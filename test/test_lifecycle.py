@@ -17,12 +17,12 @@ from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue  # noqa:
 from rcl_interfaces.srv import SetParameters  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 
-from conftest import fresh_ros_domain  # noqa: E402
-from graph_helpers import PARAMS, long_generation, tiny_overrides, wait_for  # noqa: E402
 from embodied_r_ros.client import GraphClient, spinning, wait_future  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 
+from conftest import fresh_ros_domain  # noqa: E402
+from graph_helpers import PARAMS, long_generation, tiny_overrides, wait_for  # noqa: E402
 
 
 class Driver(GraphClient):
@@ -146,8 +146,8 @@ def test_autostart_failure_exits_with_the_reason(tmp_path) -> None:  # type: ign
 
 def test_deactivate_fails_a_question_in_progress(tiny_models, sample_dir) -> None:  # type: ignore[no-untyped-def]
 
-    from embodied_r_ros.sample_data.bag_io import read_image_bag
     from embodied_r_ros.replay import SpinningClient
+    from embodied_r_ros.sample_data.bag_io import read_image_bag
 
     overrides = tiny_overrides(tiny_models, **long_generation("reasoning", 4000))
     fresh_ros_domain()

@@ -12,6 +12,7 @@ import pytest
 
 from embodied_r_ros.core import config as cfg
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline
+
 from scripted_models import CountingPerceiver, ScriptedReasoner
 
 

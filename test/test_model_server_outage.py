@@ -13,13 +13,13 @@ import pytest
 
 pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)")
 
-from conftest import fresh_ros_domain  # noqa: E402
-from graph_helpers import PARAMS, bag_frames, wait_for  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import SpinningClient  # noqa: E402
-from servers import transformers_serve  # noqa: E402
 
+from conftest import fresh_ros_domain  # noqa: E402
+from graph_helpers import PARAMS, bag_frames, wait_for  # noqa: E402
+from servers import transformers_serve  # noqa: E402
 
 
 def test_stalled_server_gives_typed_timeouts_then_recovers(tiny_models, sample_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -24,6 +24,8 @@ from embodied_r_ros.core.question_answering import select_for_prompt
 from embodied_r_ros.core.types import Frame, FrameDescription
 from embodied_r_ros.sample_data.scene import render_clip
 
+from scripted_models import CountingPerceiver, ScriptedReasoner, feed
+
 FRAME_LINE = re.compile(r"^Frame (\d+): ", re.MULTILINE)
 
 
@@ -39,8 +41,6 @@ def tiny_params(tiny_models, **extra) -> dict:  # type: ignore[no-untyped-def]
         "perception.dtype": "float32", "reasoning.dtype": "float32",
         "perception.max_new_tokens": 12, "reasoning.max_new_tokens": 16, **extra})
 
-
-from scripted_models import CountingPerceiver, ScriptedReasoner, feed
 
 
 def test_tiny_models_end_to_end_in_process(tiny_models, clip) -> None:  # type: ignore[no-untyped-def]

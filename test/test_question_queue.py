@@ -28,6 +28,7 @@ from embodied_r_ros.core.question_answering import AnswerResult
 from embodied_r_ros.core.question_queue import QuestionQueue
 from embodied_r_ros.core.types import FrameDescription
 from embodied_r_ros.sample_data.scene import render_clip
+
 from scripted_models import CountingPerceiver, ScriptedReasoner, feed
 
 

@@ -18,9 +18,8 @@ import time
 import pytest
 
 from embodied_r_ros.core.backends.base import Reasoner
-from embodied_r_ros.core.errors import CancelledError, ReasoningError
+from embodied_r_ros.core.errors import CancelledError, ConfigError, ReasoningError
 from embodied_r_ros.core.reasoning_prompts import format_question
-from embodied_r_ros.core.errors import ConfigError
 from embodied_r_ros.core.rewards import (
     ConsistencyReward,
     accuracy_reward,
@@ -93,7 +92,8 @@ TABLE = [
     ("no think", "<answer>A</answer>", "A", Q3, 0, 1, 0),
     ("no answer", "<think>pick A</think>", "A", Q3, 0, 0, 0),
     ("letter after think, no tags", "<think>after: pick A</think> A", "A", Q3, 0, 1, 1),
-    ("two answers, last wins", "<think>two answers: pick C</think><answer>A</answer><answer>C</answer>", "C", Q3, 0, 1, 1),
+    ("two answers, last wins", "<think>two answers: pick C</think><answer>A</answer><answer>C</answer>",
+     "C", Q3, 0, 1, 1),
     ("two thinks", "<think>two thinks: pick B</think><think>more</think><answer>B</answer>", "B", Q3, 0, 1, 1),
     ("lowercase letter", "<think>lowercase: pick B</think><answer>b</answer>", "B", Q3, 1, 1, 1),
     ("letter with period", "<think>period: pick B</think><answer>B.</answer>", "B", Q3, 1, 1, 1),
@@ -114,7 +114,8 @@ TABLE = [
     ("free text right", "<think>walk back</think><answer>Turn around.</answer>", "turn around", Q_FREE, 1, 1, 0),
     ("free text wrong", "<think>walk back</think><answer>Go left</answer>", "turn around", Q_FREE, 1, 0, 0),
     ("chat message", chat("<think>pick A, chat</think><answer>A</answer>"), "A", Q3, 1, 1, 1),
-    ("chat content parts", [{"role": "assistant", "content": [{"type": "text", "text": "<think>pick C, parts</think><answer>C</answer>"}]}], "C", Q3, 1, 1, 1),
+    ("chat content parts", [{"role": "assistant", "content": [
+        {"type": "text", "text": "<think>pick C, parts</think><answer>C</answer>"}]}], "C", Q3, 1, 1, 1),
     ("reference disagrees", "<think>I doubt it: pick B</think><answer>A</answer>", "A", Q3, 1, 1, 0),
     ("reference raises", "<think>RAISE, pick A</think><answer>A</answer>", "A", Q3, 1, 1, 0),
     ("reference times out", "<think>SLOW, pick A</think><answer>A</answer>", "A", Q3, 1, 1, 0),

@@ -51,7 +51,8 @@ def test_clip_shape_timing_and_poses(clip):
         assert a.end_s == pytest.approx(b.start_s)
     # The scripted path: 3 m forward from (1.5, 1.5) facing east, then 90 degrees left.
     first, second = clip.segments[0], clip.segments[1]
-    assert (first.action, first.end_pose.x, first.end_pose.y) == ("move forward", pytest.approx(4.5), pytest.approx(1.5))
+    assert (first.action, first.end_pose.x, first.end_pose.y) == (
+        "move forward", pytest.approx(4.5), pytest.approx(1.5))
     assert second.action == "rotate left"
     assert second.end_pose.yaw == pytest.approx(math.pi / 2)
     # pose_at interpolates: half-way along the first segment.

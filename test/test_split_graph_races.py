@@ -13,13 +13,13 @@ rclpy = pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)
 
 from action_msgs.msg import GoalStatus  # noqa: E402
 
-from conftest import fresh_ros_domain  # noqa: E402
-from graph_helpers import PARAMS, bag_frames, long_generation, tiny_overrides, wait_for  # noqa: E402
 from embodied_r_ros.action import AnswerSpatial  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import SpinningClient  # noqa: E402
 
+from conftest import fresh_ros_domain  # noqa: E402
+from graph_helpers import PARAMS, bag_frames, long_generation, tiny_overrides, wait_for  # noqa: E402
 
 
 def overrides(tiny_models, *, slow_perception: bool = False, slow_reasoning: bool = False,

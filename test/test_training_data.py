@@ -9,6 +9,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from embodied_r_training import data
+from embodied_r_training.categories import CATEGORIES, canonical_category
+from embodied_r_training.errors import DatasetFileError, MissingColumnError, VideoSourceError
+from embodied_r_training.videos import VideoMaterialiser, VideoRef
+
 from published_fixtures import (
     copy_tree,
     drop_zip_member,
@@ -20,11 +26,6 @@ from published_fixtures import (
     write_urban,
     write_vsi,
 )
-
-from embodied_r_training import data
-from embodied_r_training.categories import CATEGORIES, canonical_category
-from embodied_r_training.errors import DatasetFileError, MissingColumnError, VideoSourceError
-from embodied_r_training.videos import VideoMaterialiser, VideoRef
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +237,8 @@ def test_urban_loader_reads_every_choice_layout(tmp_path):
         urban_row(8, "EmbodiedCity_1_0_1.mp4", "Action Generation",
                   "What should I do next? A. fly up B. land C. turn right", "C."),
         urban_row(9, "AerialVLN_2_Q_0.mp4", "Landmark Position", "Where is the tower? Choose: A. left B. right", "B"),
-        urban_row(10, "AerialVLN_2_Q_1.mp4", "Progress Evaluation", "How far along am I?\nOption:\nA. start\nB. end", "A"),
+        urban_row(10, "AerialVLN_2_Q_1.mp4", "Progress Evaluation",
+                  "How far along am I?\nOption:\nA. start\nB. end", "A"),
         urban_row(11, "RealWorld_3_1.mp4", "Landmark Position", "Where is the bridge?\nA. ahead\nB. behind", "A"),
         urban_row(12, "v2.mp4", "Object Recall", "What did you see?\nA. car\nB. bus", "A"),
         urban_row(13, "v3.mp4", "Counterfactual", "A question without options?", "A"),
@@ -296,7 +298,8 @@ def test_records_in_the_dataset_format(tmp_path):
 
 # --------------------------------------------------------------------------- errors and drops
 def test_wrong_files_raise_typed_errors_that_name_file_and_expectation(tree, tmp_path):
-    with pytest.raises(DatasetFileError, match=r"nowhere\.parquet \(given with --vsi; expected VSI-Bench.*does not exist"):
+    with pytest.raises(DatasetFileError,
+                       match=r"nowhere\.parquet \(given with --vsi; expected VSI-Bench.*does not exist"):
         data.load_vsi(tmp_path / "nowhere.parquet", Counter())
     lfs = write_lfs_pointer(tmp_path / "lfs" / "test-00000-of-00001.parquet")
     with pytest.raises(DatasetFileError, match="Git LFS pointer"):
@@ -331,7 +334,8 @@ def test_wrong_files_raise_typed_errors_that_name_file_and_expectation(tree, tmp
 
 
 def test_video_roots_that_cannot_work_are_errors(tree, tmp_path):
-    with pytest.raises(VideoSourceError, match=r"UrbanVideo-Bench video root .*nowhere does not exist \(set it with --urban-video-root\)"):
+    with pytest.raises(VideoSourceError, match=r"UrbanVideo-Bench video root .*nowhere does not exist "
+                                               r"\(set it with --urban-video-root\)"):
         data.prepare(urban=[tree["urban"]], urban_video_root=tmp_path / "nowhere", out=tmp_path / "o")
     (tmp_path / "empty").mkdir()
     with pytest.raises(VideoSourceError, match="holds no videos.*--vsi-video-root.*--no-video-check"):
@@ -346,12 +350,13 @@ def test_video_roots_that_cannot_work_are_errors(tree, tmp_path):
 def test_missing_videos_are_dropped_and_counted(tree, tmp_path):
     copy = copy_tree(tree["root"], tmp_path / "dl")
     vsi_dir, urban_videos = copy / "VSI-Bench", copy / "UrbanVideo-Bench" / "videos"
-    scannet = [r for r in data.load_vsi(vsi_dir / "test-00000-of-00001.parquet", Counter()) if r["dataset"] == "scannet"]
+    scannet = [r for r in data.load_vsi(vsi_dir / "test-00000-of-00001.parquet", Counter())
+               if r["dataset"] == "scannet"]
     member = scannet[0]["video_path"]
     drop_zip_member(vsi_dir / "scannet.zip", member)
     (urban_videos / "RealWorld_5.mp4").unlink()
-    summary = data.prepare(vsi=[vsi_dir / "test-00000-of-00001.parquet"], urban=[copy / "UrbanVideo-Bench" / "MCQ.parquet"],
-                           out=tmp_path / "prep")
+    summary = data.prepare(vsi=[vsi_dir / "test-00000-of-00001.parquet"],
+                           urban=[copy / "UrbanVideo-Bench" / "MCQ.parquet"], out=tmp_path / "prep")
     lost_vsi = sum(1 for r in scannet if r["video_path"] == member)
     assert lost_vsi == 6  # the six kept questions of that scene
     assert summary["dropped"]["missing_video"] == lost_vsi + 4  # + the four kept questions of the clip

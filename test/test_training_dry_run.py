@@ -68,5 +68,6 @@ def test_dry_run_end_to_end(tmp_path):
     assert len((out / "eval" / "predictions.jsonl").read_text().splitlines()) == 4
     results = (out / "eval" / "results.md").read_text()
     assert "| **tiny GRPO (ours)** |" in results
-    if any(r["dataset"] != "urbanvideo" for r in map(json.loads, (cache / "test.on_query.jsonl").read_text().splitlines())):
+    test_records = map(json.loads, (cache / "test.on_query.jsonl").read_text().splitlines())
+    if any(r["dataset"] != "urbanvideo" for r in test_records):
         assert "VSI-Bench questions scored the VSI-Bench way" in results and "vsi_bench" in metrics

@@ -18,14 +18,16 @@ def _record(qid, category, answer, n_choices=4, source=None):
             "question": f"Question: Which one?\nChoices:\n{choices}", "answer": answer,
             "scene_name": "v", "dataset": "toy", "video_path": "v.mp4", "source_category": source or category,
             "answer_type": "choice"}
-    return build_record(base, "on_query", {"source_frames": [0, 3]}, ["A desk ahead.", "1. move left\n2. A door.\n3. none"])
+    return build_record(base, "on_query", {"source_frames": [0, 3]},
+                        ["A desk ahead.", "1. move left\n2. A door.\n3. none"])
 
 
 def _numeric(qid, qtype, answer):
     base = {"Question_id": qid, "video_id": "v.mp4", "question_category": qtype,
             "question": "Question: How many chairs are in the room?", "answer": answer, "scene_name": "v",
             "dataset": "scannet", "video_path": "scannet/v.mp4", "source_category": qtype, "answer_type": "numeric"}
-    return build_record(base, "on_query", {"source_frames": [0, 3]}, ["A desk ahead.", "1. move left\n2. A door.\n3. none"])
+    return build_record(base, "on_query", {"source_frames": [0, 3]},
+                        ["A desk ahead.", "1. move left\n2. A door.\n3. none"])
 
 
 class ScriptedReasoner:
@@ -139,7 +141,8 @@ def test_paper_table_and_vsi_bench_way_on_worked_values():
     assert [r["score"] for r in rows if r["answer_type"] == "numeric"] == pytest.approx([0.9, 0.2, 0.0])
     table = results_markdown(metrics, "toy")
     assert "| **toy (ours)** | 62.5 | 100.0 | - | - | - | 50.0 | 60.0 | - | - |" in table
-    assert "| method | avg | obj. count | abs. dist. | obj. size | room size | rel. dist. | rel. dir. | route plan | appr. order |" in table
+    assert ("| method | avg | obj. count | abs. dist. | obj. size | room size | rel. dist. | rel. dir. "
+            "| route plan | appr. order |") in table
     assert "| **toy (ours)** | 38.8 | 55.0 | - | - | 0.0 | 50.0 | 50.0 | - | - |" in table
     assert "| questions (ours) | 10 | 2 | 0 | 0 | 1 | 2 | 5 | 0 | 0 |" in table
     assert "easy 100.0, medium 50.0, hard 0.0" in table
@@ -212,6 +215,7 @@ def test_plot_from_trainer_state(tmp_path):
     panels = drawn[0]
     assert dict(panels["accuracy reward"])["validation split"] == [5, 10, 15, 20]
     assert len(dict(panels["accuracy reward"])["training batches"]) == 20
-    assert {label for label, _ in panels["validation split (every eval_steps)"]} == {"weighted total", "format", "accuracy"}
+    assert {label for label, _ in panels["validation split (every eval_steps)"]} == {
+        "weighted total", "format", "accuracy"}
     assert dict(panels["mean completion length"])["validation"] == [5, 10, 15, 20]
     assert len(dict(panels["learning rate"])["learning rate"]) == 20

@@ -268,7 +268,8 @@ def test_paper_config_sets_every_generation_and_optimiser_value():
     got["eval_strategy"] = str(getattr(args.eval_strategy, "value", args.eval_strategy))
     assert got == PAPER_GRPO
     defaults = GRPOConfig(output_dir="/tmp/unused", use_cpu=True, report_to="none")
-    differs = [k for k in ("top_k", "top_p", "weight_decay", "adam_beta2", "loss_type") if getattr(defaults, k) != got[k]]
+    differs = [k for k in ("top_k", "top_p", "weight_decay", "adam_beta2", "loss_type")
+               if getattr(defaults, k) != got[k]]
     assert differs == ["top_k", "top_p", "weight_decay", "adam_beta2", "loss_type"]  # why the YAML sets them
     # Global batch: 32 completions per optimizer step = 4 questions x 8 generations.
     assert g["per_device_train_batch_size"] * gpus * g["gradient_accumulation_steps"] == 32
@@ -336,7 +337,8 @@ def test_language_model_of_a_qwen2_5_vl_is_the_same_model_on_text(tiny_models, t
     tok = AutoTokenizer.from_pretrained(out)
     tok.padding_side = "left"
     prompts = [tok.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False)
-               for t in ("Frame 0: Observe: a red box on the left.", "Question: which way?\nChoices:\nA. left\nB. right")]
+               for t in ("Frame 0: Observe: a red box on the left.",
+                         "Question: which way?\nChoices:\nA. left\nB. right")]
     batch = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
     with torch.no_grad():
         a, b = vl(**batch).logits, lm(**batch).logits

@@ -14,9 +14,10 @@ import zipfile
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from published_fixtures import make_published_tree
 
 from embodied_r_training import data
+
+from published_fixtures import make_published_tree
 
 VSI_FIRST_RELEASE = [
     ("id", pa.int64()),
@@ -73,8 +74,10 @@ def test_jsonl_rows_have_the_newer_columns_and_json_types(tree):
     for row in rows:
         assert list(row) == [name for name, _ in VSI_NEWER]
         assert isinstance(row["id"], int) and isinstance(row["pruned"], bool)
-        assert all(isinstance(row[k], str) for k in ("dataset", "scene_name", "question_type", "question", "ground_truth"))
-        assert row["options"] is None or (isinstance(row["options"], list) and all(isinstance(o, str) for o in row["options"]))
+        assert all(isinstance(row[k], str)
+                   for k in ("dataset", "scene_name", "question_type", "question", "ground_truth"))
+        assert row["options"] is None or (isinstance(row["options"], list)
+                                          and all(isinstance(o, str) for o in row["options"]))
     numeric = [r for r in rows if r["options"] is None]
     assert numeric and all(r["question_type"] in ("object_counting", "room_size_estimation") for r in numeric)
     assert all(o[:3] in ("A. ", "B. ", "C. ", "D. ") for r in rows if r["options"] for o in r["options"])

@@ -10,11 +10,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from keyframe_clips import make_texture, render, video_poses, write_video, write_video_pyav
 
 from embodied_r_ros.cli import main as cli_main
 from embodied_r_ros.core.keyframes import FrameRateSampler
 from embodied_r_ros.sample_data.bag_io import list_topics, read_image_bag
+
+from keyframe_clips import make_texture, render, video_poses, write_video, write_video_pyav
 
 W, H = 160, 120
 

@@ -8,7 +8,8 @@ from embodied_r_ros.cli import dispatch
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("embodied_r_training.data", "filter the benchmarks to the paper's categories and split by scene"),
-    "cache-perception": ("embodied_r_training.perception_cache", "key frames + VLM descriptions per video, cached and resumable"),
+    "cache-perception": ("embodied_r_training.perception_cache",
+                         "key frames + VLM descriptions per video, cached and resumable"),
     "grpo": ("embodied_r_training.grpo", "GRPO training of the reasoning LM (TRL) from a YAML config"),
     "evaluate": ("embodied_r_training.evaluate", "accuracy per category, consistency rate, completion length"),
     "plots": ("embodied_r_training.plots", "training curves (PNG) from trainer_state.json"),

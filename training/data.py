@@ -245,7 +245,7 @@ def read_table(path: str | Path, *, expected: str, flag: str) -> list[dict[str, 
             f"{_describe_start(head)}); download it again or pass the file under its real name"
         )
     stripped = head.lstrip()
-    if not stripped[:1] in (b"{", b"["):
+    if stripped[:1] not in (b"{", b"["):
         raise DatasetFileError(
             f"{where}: not a parquet, JSON or JSON-lines file (it starts with {_describe_start(head)})"
         )

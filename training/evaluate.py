@@ -48,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from embodied_r_ros.core.append_only import AppendOnlyJsonl
 from embodied_r_training.categories import (
     CATEGORIES,
     CATEGORY_TITLES,
@@ -59,8 +60,6 @@ from embodied_r_training.categories import (
     VSI_TYPE_TITLES,
 )
 from embodied_r_training.data import read_jsonl, write_json_atomic, write_jsonl_atomic
-
-from embodied_r_ros.core.append_only import AppendOnlyJsonl
 
 log = logging.getLogger("embodied_r_training.evaluate")
 

@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embodied_r_ros.core.append_only import AppendOnlyJsonl
+from embodied_r_ros.core.shards import available_cores
 from embodied_r_training.data import (
     group_by_video,
     read_jsonl,
@@ -61,9 +63,6 @@ from embodied_r_training.data import (
     write_jsonl_atomic,
 )
 from embodied_r_training.videos import VideoMaterialiser
-
-from embodied_r_ros.core.append_only import AppendOnlyJsonl
-from embodied_r_ros.core.shards import available_cores
 
 log = logging.getLogger("embodied_r_training.perception_cache")
 
@@ -153,7 +152,8 @@ def build_record(
         "prompt": build_reasoning_messages(video_text, record["question"]),
         "video_text": video_text,
         "frames": [{"index": d.keyframe_index, "action": d.action, "observation": d.observation} for d in descriptions],
-        "keyframes": {k: keyframes[k] for k in ("source_frames", "n_sampled", "video_fps", "n_source_frames") if k in keyframes},
+        "keyframes": {k: keyframes[k] for k in ("source_frames", "n_sampled", "video_fps", "n_source_frames")
+                      if k in keyframes},
     }
 
 
@@ -411,8 +411,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="embodied-r-train cache-perception",
         description="Key frames + VLM descriptions for a split, cached and resumable.",
     )
-    parser.add_argument("--config", required=True, help="YAML with perception_model (a ModelSpec), keyframes, mode, batch_size")
-    parser.add_argument("--data", required=True, help="folder with <split>.jsonl from `prepare`, or a records JSONL file")
+    parser.add_argument("--config", required=True,
+                        help="YAML with perception_model (a ModelSpec), keyframes, mode, batch_size")
+    parser.add_argument("--data", required=True,
+                        help="folder with <split>.jsonl from `prepare`, or a records JSONL file")
     parser.add_argument("--split", default="train")
     parser.add_argument("--video-root", default=None,
                         help="read every video as <root>/<video_path> instead of the records' 'video' field")
@@ -448,12 +450,11 @@ def _shard_arg(text: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from embodied_r_training.config import read_yaml_config
-
     from embodied_r_ros.core.backends.factory import make_perceiver
     from embodied_r_ros.core.backends.model_spec import ModelSpec
     from embodied_r_ros.core.keyframes import KeyFrameParams
     from embodied_r_ros.core.shards import Shard
+    from embodied_r_training.config import read_yaml_config
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))

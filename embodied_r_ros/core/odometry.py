@@ -134,7 +134,8 @@ class Pose3D:
 
     @classmethod
     def from_xyz_quat(
-        cls, position: tuple[float, float, float], quaternion_xyzw: tuple[float, float, float, float], stamp_s: float = 0.0
+        cls, position: tuple[float, float, float],
+        quaternion_xyzw: tuple[float, float, float, float], stamp_s: float = 0.0
     ) -> Pose3D:
         """Build from a position triple and a quaternion in ROS (x, y, z, w) order."""
         x, y, z = (float(v) for v in position)

@@ -69,16 +69,16 @@ from embodied_r_ros.core.answer_parser import (
     parse_reasoning_output,
 )
 from embodied_r_ros.core.backends.base import Reasoner
+from embodied_r_ros.core.consistency_check import (
+    JUDGE_SETTINGS,
+    judge_messages,
+    read_judge_letter,
+)
 from embodied_r_ros.core.errors import (
     CancelledError,
     ConfigError,
     InvalidRequestError,
     RequestTimeoutError,
-)
-from embodied_r_ros.core.consistency_check import (
-    JUDGE_SETTINGS,
-    judge_messages,
-    read_judge_letter,
 )
 from embodied_r_ros.core.prompt_set import PromptSet
 from embodied_r_ros.core.reasoning_prompts import (

@@ -24,10 +24,9 @@ from embodied_r_ros.core.image_codec import (
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent
 from embodied_r_ros.core.question_answering import AnswerResult
 from embodied_r_ros.core.types import FrameDescription
-from embodied_r_ros.msg import Episode
+from embodied_r_ros.msg import Episode, SpatialAnswer
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
 from embodied_r_ros.msg import KeyFrame as KeyFrameMsg
-from embodied_r_ros.msg import SpatialAnswer
 
 
 def stamp_to_seconds(stamp: Time) -> float:

@@ -19,10 +19,8 @@ from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 from embodied_r_ros.core.prompt_set import load_prompt_set
 from embodied_r_ros.core.types import FrameDescription
-from embodied_r_ros.msg import Episode
+from embodied_r_ros.msg import Episode, NodeStatus
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
-from embodied_r_ros.msg import KeyFrame as KeyFrameMsg
-from embodied_r_ros.msg import NodeStatus
 from embodied_r_ros.nodes.camera_input import CameraInput
 from embodied_r_ros.nodes.conversions import description_to_msg, episode_msg
 from embodied_r_ros.nodes.keyframe_publisher import KeyFramePublisher

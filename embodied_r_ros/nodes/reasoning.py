@@ -31,7 +31,6 @@ from embodied_r_ros.core.backends.factory import make_reasoner
 from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.config import model_spec_dict
 from embodied_r_ros.core.description_wait import collect_descriptions
-from embodied_r_ros.core.health import ERROR, HealthItem
 from embodied_r_ros.core.errors import (
     CancelledError,
     EpisodeResetError,
@@ -40,6 +39,7 @@ from embodied_r_ros.core.errors import (
     NoKeyFramesError,
     PerceptionError,
 )
+from embodied_r_ros.core.health import ERROR, HealthItem
 from embodied_r_ros.core.memory import EpisodeMemory
 from embodied_r_ros.core.pipeline import generation_settings, make_self_check
 from embodied_r_ros.core.progress import ProcessedFrames

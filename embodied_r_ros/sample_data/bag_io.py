@@ -270,7 +270,8 @@ def _odometry_messages(ts, poses: Sequence[Any], stamps_s: Sequence[float], odom
         sec, nsec = _split_stamp(stamps[i])
         cov = np.zeros(36, np.float64)
         msg = T[ODOM_TYPE](
-            header=T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec), frame_id=odom_frame),
+            header=T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec),
+                                            frame_id=odom_frame),
             child_frame_id=base_frame,
             pose=T["geometry_msgs/msg/PoseWithCovariance"](
                 pose=T["geometry_msgs/msg/Pose"](
@@ -570,6 +571,7 @@ def read_odometry(path: str | Path, topic: str = "/odom"):
             raise InvalidRequestError(f"topic {topic!r} has type {topics[topic]}, not {ODOM_TYPE}")
         ts = _typestore()
         conns = [c for c in reader.connections if c.topic == topic]
-        return [pose_from_odometry_msg(ts.deserialize_cdr(raw, c.msgtype)) for c, _, raw in reader.messages(connections=conns)]
+        return [pose_from_odometry_msg(ts.deserialize_cdr(raw, c.msgtype))
+                for c, _, raw in reader.messages(connections=conns)]
     finally:
         reader.close()

@@ -91,7 +91,8 @@ def main(argv: list[str]) -> int:
     (out / "questions.json").write_text(json.dumps(questions, indent=2) + "\n")
     scene = clip.to_scene_dict()
     scene["bag"] = bag_name
-    scene["image_topic"] = args.topic + ("/compressed" if args.compressed and not args.topic.endswith("/compressed") else "")
+    compressed_suffix = args.compressed and not args.topic.endswith("/compressed")
+    scene["image_topic"] = args.topic + ("/compressed" if compressed_suffix else "")
     scene["odom_topic"] = None if args.no_odom else "/odom"
     (out / "scene.json").write_text(json.dumps(scene, indent=2) + "\n")
     cv2.imwrite(str(out / "preview.png"), contact_sheet(clip.frames, clip.stamps_s))

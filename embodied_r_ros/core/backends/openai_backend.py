@@ -3,7 +3,8 @@
 Works with a vLLM server, `transformers serve`, or a hosted API. Images go as base64
 data URLs in `image_url` content parts, after the prompt text, as the reference sends
 them; their encoding (JPEG quality 95 at full resolution by default) is the spec's
-`image_format`, `jpeg_quality` and `max_image_side` (backends/images.py, docs/method.md §3). Requests use httpx with a per-request timeout
+`image_format`, `jpeg_quality` and `max_image_side` (backends/images.py, docs/method.md §3).
+Requests use httpx with a per-request timeout
 and a bounded number of retries with exponential backoff on connection errors, HTTP 429
 and HTTP 5xx; other 4xx answers fail at once. With `on_text` or `should_stop` the reply
 is streamed (server-sent events), so text arrives early and cancellation is prompt.

@@ -210,7 +210,8 @@ class _VLLMBase:
                 results.extend(out.outputs[0].text if out.outputs else "" for out in outputs)
         return results
 
-    def _stream(self, prompt: Any, settings: GenerationSettings | None, on_text: TextCallback | None, should_stop: StopCheck | None) -> str:
+    def _stream(self, prompt: Any, settings: GenerationSettings | None, on_text: TextCallback | None,
+                should_stop: StopCheck | None) -> str:
         params = self._params(settings)
         request_id = f"er-{next(_request_ids)}"
         with self._lock:
@@ -253,7 +254,8 @@ class VLLMPerceiver(_VLLMBase):
     def describe(self, images: Sequence[np.ndarray], prompt: str, settings: GenerationSettings | None = None) -> str:
         return self.describe_batch([(images, prompt)], settings)[0]
 
-    def describe_batch(self, requests: Sequence[PerceptionRequest], settings: GenerationSettings | None = None) -> list[str]:
+    def describe_batch(self, requests: Sequence[PerceptionRequest],
+                       settings: GenerationSettings | None = None) -> list[str]:
         return self._generate_all([self._prompt(imgs, p) for imgs, p in requests], settings)
 
 
