@@ -20,7 +20,8 @@ import pytest
 from embodied_r_ros.core.backends.base import Reasoner
 from embodied_r_ros.core.errors import CancelledError, ConfigError, ReasoningError
 from embodied_r_ros.core.reasoning_prompts import format_question
-from embodied_r_ros.core.rewards import (
+from embodied_r_ros.core.types import GenerationSettings
+from embodied_r_training.rewards import (
     ConsistencyReward,
     accuracy_reward,
     accuracy_reward_for,
@@ -31,7 +32,6 @@ from embodied_r_ros.core.rewards import (
     reference_choice_key,
     reference_format_reward,
 )
-from embodied_r_ros.core.types import GenerationSettings
 
 Q3 = format_question("Where is the door?", ["left", "right", "back"])
 Q_FREE = format_question("How do I get back to the red car?")
@@ -418,7 +418,7 @@ def test_rewards_import_without_torch_or_ros():
         "        if name.split('.')[0] in ('torch', 'transformers', 'rclpy', 'trl'):\n"
         "            raise ImportError('blocked ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import embodied_r_ros.core.rewards, embodied_r_ros.core.memory\n"
+        "import embodied_r_training.rewards, embodied_r_ros.core.memory\n"
         "import embodied_r_ros.core.perception_parser, embodied_r_ros.core.answer_parser\n"
         "print('imported')\n"
     )

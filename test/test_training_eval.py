@@ -51,7 +51,7 @@ class ScriptedReasoner:
 
 
 def test_score_counts_accuracy_consistency_and_words():
-    from embodied_r_ros.core.rewards import ConsistencyReward
+    from embodied_r_training.rewards import ConsistencyReward
 
     records = [_record("q1", "route_planning", "A"), _record("q2", "route_planning", "B"),
                _record("q3", "obj_appearance_order", "A"), _record("q4", "landmark_position", "C")]

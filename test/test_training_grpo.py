@@ -59,13 +59,13 @@ def test_weights_and_total():
 
 
 def test_reward_rules_choose_the_functions():
-    from embodied_r_ros.core.rewards import (
+    from embodied_r_training.reward_funcs import build_reward_funcs
+    from embodied_r_training.rewards import (
         accuracy_reward,
         format_reward,
         reference_accuracy_reward,
         reference_format_reward,
     )
-    from embodied_r_training.reward_funcs import build_reward_funcs
 
     schedule = schedule_from_config({"format": 0.5, "accuracy": 0.5})
     funcs, names = build_reward_funcs({}, schedule)

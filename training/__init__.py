@@ -8,7 +8,7 @@ Pieces, one module each:
 * `videos`: video roots (an unpacked tree or VSI-Bench's zip archives, read in place).
 * `perception_cache`: key frames + VLM descriptions per video, computed once, resumable.
 * `reward_funcs`: the TRL reward functions (format, accuracy, consistency) built from the
-  core rewards, with the project's or the reference code's rules.
+  rewards (training/rewards.py), with the project's or the reference code's rules.
 * `schedule`: reward weights (the paper's stages by epoch), applied to a running trainer.
 * `grpo`: GRPO training with TRL's `GRPOTrainer` from one YAML file, validated on the
   val split.

@@ -3,7 +3,7 @@
 Any model reachable through a core `ModelSpec` can be evaluated (transformers in-process,
 vLLM in-process, or an OpenAI-compatible server); the records are those written by
 `cache-perception` (their `prompt` is exactly what the model sees). Scoring reuses the
-core rewards, so "correct" and "well formed" mean the same here as in training:
+rewards (training/rewards.py), so "correct" and "well formed" mean the same here as in training:
 
 * accuracy: core `accuracy_reward` (letter equals the ground truth), per category and
   overall. The overall number weights every question equally (the paper's "avg" is also
@@ -144,7 +144,7 @@ def score(
     """
     from embodied_r_ros.core.answer_parser import parse_reasoning_output
     from embodied_r_ros.core.reasoning_prompts import parse_choices
-    from embodied_r_ros.core.rewards import accuracy_reward, format_reward
+    from embodied_r_training.rewards import accuracy_reward, format_reward
 
     completions = list(completions)
     is_numeric = [r.get("answer_type") == "numeric" for r in records]

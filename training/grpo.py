@@ -130,7 +130,7 @@ def build_trainer(
 ) -> tuple[Any, RewardScheduleCallback, dict[str, Any]]:
     """Build the GRPOTrainer for a loaded config.
 
-    `reward_funcs`/`reward_names` replace the core rewards (tests use this to train on a
+    `reward_funcs`/`reward_names` replace the rewards of rewards.py (tests use this to train on a
     toy reward); `train_dataset` replaces `data.train`. Returns (trainer, schedule
     callback, info).
     """

@@ -1,4 +1,4 @@
-"""TRL reward functions for GRPO, built from the core rewards (one copy of each reward).
+"""TRL reward functions for GRPO, built from rewards.py (one copy of each reward).
 
 TRL calls every reward function as `f(prompts=..., completions=..., completion_ids=...,
 **dataset_columns, trainer_state=..., log_extra=..., log_metric=...)` and names it by its
@@ -61,8 +61,8 @@ def make_consistency_reward(
     """
     from embodied_r_ros.core.backends.factory import make_reasoner
     from embodied_r_ros.core.backends.model_spec import ModelSpec
-    from embodied_r_ros.core.rewards import ConsistencyReward
     from embodied_r_ros.core.types import GenerationSettings
+    from embodied_r_training.rewards import ConsistencyReward
 
     opts = dict(options or {})
     spec = ModelSpec.from_dict(dict(model_cfg))
@@ -89,10 +89,10 @@ def build_reward_funcs(
     `rewards_cfg` keys: `consistency_model` (ModelSpec mapping, needed when the schedule
     uses consistency), `consistency` (options for `make_consistency_reward`) and `rules`
     ({format: project|reference, accuracy: project|reference}; default project for both,
-    see the core rewards module for what differs). Returns (functions, names).
+    see the rewards module for what differs). Returns (functions, names).
     """
     from embodied_r_ros.core.errors import ConfigError
-    from embodied_r_ros.core.rewards import accuracy_reward_for, format_reward_for
+    from embodied_r_training.rewards import accuracy_reward_for, format_reward_for
 
     rules = dict(rewards_cfg.get("rules") or {})
     unknown = sorted(set(rules) - {"format", "accuracy"})

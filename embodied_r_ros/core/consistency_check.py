@@ -3,7 +3,7 @@
 A frozen reference model reads the question with its choices and the reasoning text
 only (no video description) and replies with one letter (docs/method.md §5; reference
 settings: temperature 0.1, at most 10 new tokens). Training turns agreement with the
-policy's (correct) answer into the consistency reward (`core.rewards.ConsistencyReward`);
+policy's (correct) answer into the consistency reward (`embodied_r_training.rewards.ConsistencyReward`);
 the robot can run the same judge after answering (`qa.self_check`) and flag an answer
 whose reasoning supports another option.
 """
