@@ -426,3 +426,30 @@ def test_rewards_import_without_torch_or_ros():
                           cwd=str(__import__("pathlib").Path(__file__).parents[1]))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "imported"
+
+
+def test_consistency_judge_prompt_comes_from_the_prompts_file(tmp_path, monkeypatch):
+    """rewards.consistency.prompts_file: the judge is asked with the file's consistency
+    templates, the same file and templates the robot's self-check uses."""
+    from embodied_r_training.reward_funcs import make_consistency_reward
+
+    prompt_file = tmp_path / "p.yaml"
+    prompt_file.write_text("consistency:\n  system: 'JUDGE SYSTEM'\n"
+                           "  user: 'JUDGE {question} Reasoning: {reasoning} Letter only.'\n")
+    seen: list[list[dict]] = []
+
+    class Recording(RuleReasoner):
+        def generate(self, messages, settings=None, on_text=None, should_stop=None):  # type: ignore[no-untyped-def]
+            seen.append(list(messages))
+            return super().generate(messages, settings, on_text, should_stop)
+
+    import embodied_r_ros.core.backends.factory as factory
+
+    monkeypatch.setattr(factory, "make_reasoner", lambda spec: Recording())  # scripted judge
+    reward = make_consistency_reward({"backend": "openai", "model": "judge",
+                                      "base_url": "http://127.0.0.1:9"},
+                                     {"prompts_file": str(prompt_file)})
+    got = reward(["<think>pick B</think><answer>B</answer>"], solution=["B"], question=[Q3])
+    assert got == [1.0]
+    assert seen[0][0] == {"role": "system", "content": "JUDGE SYSTEM"}
+    assert seen[0][1]["content"].startswith("JUDGE Question:")

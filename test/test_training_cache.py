@@ -207,3 +207,40 @@ def test_videos_from_the_zips_or_from_a_video_root(prepared, tmp_path):
     b = data.read_jsonl(tmp_path / "tree_cache" / "train.streaming.jsonl")
     assert [r["video_text"] for r in a] == [r["video_text"] for r in b]
     assert [r["keyframes"] for r in a] == [r["keyframes"] for r in b]
+
+
+def test_a_prompts_file_shapes_training_prompts_as_it_does_the_robots(prepared, tmp_path):
+    """One prompt file for both paths: the cache's perception prompts and the records'
+    reasoning prompts come from it, exactly as the robot's prompts.file builds them."""
+    from embodied_r_ros.core.memory import render_video_text
+    from embodied_r_ros.core.perception_prompts import first_frame_prompt, pair_prompt
+    from embodied_r_ros.core.prompt_set import load_prompt_set
+    from embodied_r_ros.core.reasoning_prompts import build_reasoning_messages
+
+    _toy, records = prepared
+    video = records[0]["video_path"]
+    same_video = [r for r in records if r["video_path"] == video][:1]
+    prompt_file = tmp_path / "my_prompts.yaml"
+    prompt_file.write_text(
+        "perception:\n"
+        "  first_frame: 'MY FIRST FRAME PROMPT. {question}'\n"
+        "  pair: 'MY PAIR PROMPT. {question}'\n"
+        "reasoning:\n"
+        "  system: 'MY SYSTEM PROMPT'\n"
+        "  video_preamble: 'MY PREAMBLE'\n")
+    prompts = load_prompt_set(prompt_file)
+    perceiver = CountingPerceiver()
+    cache_split(same_video, perceiver=perceiver, out=tmp_path / "cache", split="val",
+                mode="on_query", progress=False, prompts=prompts)
+    question = same_video[0]["question"]
+    assert perceiver.prompts[0] == first_frame_prompt(question, prompts)
+    assert perceiver.prompts[0].startswith("MY FIRST FRAME PROMPT")
+    assert all(p == pair_prompt(question, prompts) for p in perceiver.prompts[1:])
+    cached = data.read_jsonl(tmp_path / "cache" / "val.on_query.jsonl")[0]
+    assert cached["prompt"][0] == {"role": "system", "content": "MY SYSTEM PROMPT"}
+    assert cached["video_text"].startswith("MY PREAMBLE")
+    from embodied_r_ros.core.types import FrameDescription
+
+    frames = [FrameDescription(f["index"], f["observation"], f["action"]) for f in cached["frames"]]
+    assert cached["prompt"] == build_reasoning_messages(render_video_text(frames, prompts),
+                                                        question, prompts)

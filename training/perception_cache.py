@@ -123,9 +123,11 @@ def load_keyframes(out: Path) -> dict[str, dict[str, Any]]:
 
 # --------------------------------------------------------------------------- records
 def build_record(
-    record: Mapping[str, Any], mode: str, keyframes: Mapping[str, Any], texts: Sequence[str]
+    record: Mapping[str, Any], mode: str, keyframes: Mapping[str, Any], texts: Sequence[str],
+    prompts: Any = None,
 ) -> dict[str, Any]:
-    """A cached training/evaluation record: the question plus its LM prompt."""
+    """A cached training/evaluation record: the question plus its LM prompt (built with
+    `prompts`, a core PromptSet, or the shipped wording)."""
     from embodied_r_ros.core.memory import render_video_text
     from embodied_r_ros.core.perception_parser import parse_frame_description
     from embodied_r_ros.core.reasoning_prompts import build_reasoning_messages
@@ -144,12 +146,12 @@ def build_record(
                 mode=mode,
             )
         )
-    video_text = render_video_text(descriptions)
+    video_text = render_video_text(descriptions, prompts)
     return {
         **dict(record),
         "mode": mode,
         "solution": record["answer"],
-        "prompt": build_reasoning_messages(video_text, record["question"]),
+        "prompt": build_reasoning_messages(video_text, record["question"], prompts),
         "video_text": video_text,
         "frames": [{"index": d.keyframe_index, "action": d.action, "observation": d.observation} for d in descriptions],
         "keyframes": {k: keyframes[k] for k in ("source_frames", "n_sampled", "video_fps", "n_source_frames")
@@ -159,7 +161,8 @@ def build_record(
 
 # --------------------------------------------------------------------------- main loop
 def _requests_for(
-    units: Sequence[tuple[str, str | None]], images: Sequence[Any], done: Mapping[tuple[str, int], Any]
+    units: Sequence[tuple[str, str | None]], images: Sequence[Any], done: Mapping[tuple[str, int], Any],
+    prompts: Any = None,
 ) -> list[tuple[str, int, list[Any], str]]:
     """Missing (unit, frame, images, prompt) requests for one video."""
     from embodied_r_ros.core.perception_prompts import first_frame_prompt, pair_prompt
@@ -170,9 +173,9 @@ def _requests_for(
             if (unit, i) in done:
                 continue
             if i == 0:
-                requests.append((unit, 0, [images[0]], first_frame_prompt(question)))
+                requests.append((unit, 0, [images[0]], first_frame_prompt(question, prompts)))
             else:
-                requests.append((unit, i, [images[i - 1], images[i]], pair_prompt(question)))
+                requests.append((unit, i, [images[i - 1], images[i]], pair_prompt(question, prompts)))
     return requests
 
 
@@ -273,6 +276,7 @@ def cache_split(
     progress: bool = True,
     video_cache: str | Path | None = None,
     keep_extracted: bool = False,
+    prompts: Any = None,
 ) -> CacheStats:
     """Describe every key frame the split's questions need, then write the records.
 
@@ -287,6 +291,8 @@ def cache_split(
     loads no model). Videos come from each record's `video` field, or from `video_root /
     video_path` when `video_root` is given; zip members are extracted into `video_cache`
     (default `<out>/.videos`) and removed after decoding unless `keep_extracted`.
+    `prompts` (a core PromptSet, e.g. from a `prompts_file`) builds the perception prompts
+    and the records' reasoning prompts; None = the shipped wording, as on the robot.
     """
     from tqdm import tqdm
 
@@ -354,7 +360,7 @@ def cache_split(
             if known is None:
                 kf_store.append_many([row])
                 keyframes[video_path] = row
-            requests = _requests_for(units_of[video_path], images, done)
+            requests = _requests_for(units_of[video_path], images, done, prompts)
             stats.frames_reused += len(units_of[video_path]) * len(images) - len(requests)
             if requests and model is None:
                 model = perceiver()
@@ -397,7 +403,8 @@ def cache_split(
         n = len(known["source_frames"])
         if not all((unit, i) in done for i in range(n)):
             break
-        assembled.append(build_record(record, mode, known, [done[(unit, i)]["text"] for i in range(n)]))
+        assembled.append(build_record(record, mode, known, [done[(unit, i)]["text"] for i in range(n)],
+                                      prompts))
     stats.complete = len(assembled) + stats.records_skipped == len(records)
     if stats.complete:
         stats.records_written = write_jsonl_atomic(out / f"{split}.{mode}.jsonl", assembled)
@@ -434,6 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=0,
                         help="processes extracting key frames (default 0 = one per two cores; "
                         "1 = this process only); the cores are shared out among them")
+    parser.add_argument("--prompts", default="",
+                        help="prompt templates file (core prompt_set format) instead of the config's "
+                        "prompts_file; the same file the robot's prompts.file parameter reads")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-progress", action="store_true")
     return parser
@@ -453,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     from embodied_r_ros.core.backends.factory import make_perceiver
     from embodied_r_ros.core.backends.model_spec import ModelSpec
     from embodied_r_ros.core.keyframes import KeyFrameParams
+    from embodied_r_ros.core.prompt_set import load_prompt_set
     from embodied_r_ros.core.shards import Shard
     from embodied_r_training.config import read_yaml_config
 
@@ -480,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         progress=not args.no_progress,
         video_cache=args.video_cache,
         keep_extracted=args.keep_extracted,
+        prompts=load_prompt_set(args.prompts or cfg.get("prompts_file", "")),
     )
     summary = {"split": args.split, "shard": str(shard), **stats.__dict__}
     write_json_atomic(Path(args.out) / f"{args.split}.{mode}{shard.suffix}.summary.json", summary)

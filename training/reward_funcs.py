@@ -56,8 +56,9 @@ def make_consistency_reward(
 ) -> Any:
     """The core `ConsistencyReward` over a reference model given as a ModelSpec mapping.
 
-    `options` may set max_workers, timeout_s, cache_size, temperature and
-    max_new_tokens (defaults are the core's, which follow the reference settings).
+    `options` may set max_workers, timeout_s, cache_size, temperature, max_new_tokens
+    (defaults follow the reference settings) and prompts_file (a prompt templates file; its
+    consistency.* templates build the judge's prompt).
     """
     from embodied_r_ros.core.backends.factory import make_reasoner
     from embodied_r_ros.core.backends.model_spec import ModelSpec
@@ -76,6 +77,10 @@ def make_consistency_reward(
             temperature=float(opts.pop("temperature", 0.1)),
             max_new_tokens=int(opts.pop("max_new_tokens", 10)),
         )
+    if "prompts_file" in opts:  # the judge's prompt from the same file the robot reads
+        from embodied_r_ros.core.prompt_set import load_prompt_set
+
+        kwargs["prompts"] = load_prompt_set(opts.pop("prompts_file"))
     if opts:
         raise ValueError(f"unknown consistency option(s): {sorted(opts)}")
     return ConsistencyReward(reasoner, **kwargs)
