@@ -49,49 +49,56 @@ def test_installed_executables_are_the_ones_the_runner_starts() -> None:
             f"{path} is stale; run make setup")
 
 
-@pytest.mark.parametrize("spec", graph.EXECUTABLES, ids=lambda s: s.executable)
-def test_installed_executable_starts_from_the_install_space_alone(spec, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_every_installed_executable_starts_from_the_install_space_alone(tiny_models) -> None:  # type: ignore[no-untyped-def]
     """What a robot runs after `source install/setup.bash`: the install space only (no
-    source tree on PYTHONPATH). The node must reach the active state."""
+    source tree on PYTHONPATH). Every executable must reach the active state (all four
+    are started at once, each in a ROS domain of its own)."""
     from conftest import fresh_ros_domain
 
     install = graph.package_prefix()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
+    base_env = dict(os.environ)
+    base_env["PYTHONPATH"] = os.pathsep.join(
         str(p) for p in (install / "lib").glob("python3*/site-packages"))
-    env["ROS_DOMAIN_ID"] = fresh_ros_domain()
     where = subprocess.run([sys.executable, "-c", "import embodied_r_ros.nodes.embedded as m; "
-                            "print(m.__file__)"], env=env, cwd="/", text=True,
+                            "print(m.__file__)"], env=base_env, cwd="/", text=True,
                            capture_output=True, check=True).stdout.strip()
     assert where.startswith(str(install)), where
-    launch = graph.graph_launch("split" if spec.name != "embodied_r" else "embedded",
-                                params_file=str(PARAMS), overrides={
-                                    "perception.model": str(tiny_models.vlm),
-                                    "reasoning.model": str(tiny_models.lm),
-                                    "perception.device": "cpu", "reasoning.device": "cpu"})
-    node = next(n for n in launch if n.spec == spec)
-    proc = subprocess.Popen(graph.command_line(node), env=env, cwd="/", text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    lines: list[str] = []
+    overrides = {"perception.model": str(tiny_models.vlm), "reasoning.model": str(tiny_models.lm),
+                 "perception.device": "cpu", "reasoning.device": "cpu"}
+    procs: dict[str, subprocess.Popen[str]] = {}
+    lines: dict[str, list[str]] = {}
     try:
-        deadline = time.monotonic() + 180
-        assert proc.stdout is not None
-        os.set_blocking(proc.stdout.fileno(), False)
-        while time.monotonic() < deadline and not any("active" in line and "inactive" not in line
-                                                       for line in lines):
-            chunk = proc.stdout.readline()
-            if chunk:
-                lines.append(chunk)
-            elif proc.poll() is not None:
-                break
-            else:
-                time.sleep(0.05)
-        output = "".join(lines)
-        assert proc.poll() is None, output
-        assert any(" active" in line for line in lines), output
+        for spec in graph.EXECUTABLES:
+            launch = graph.graph_launch("split" if spec.name != "embodied_r" else "embedded",
+                                        params_file=str(PARAMS), overrides=overrides)
+            node = next(n for n in launch if n.spec == spec)
+            env = dict(base_env, ROS_DOMAIN_ID=fresh_ros_domain())
+            procs[spec.executable] = subprocess.Popen(
+                graph.command_line(node), env=env, cwd="/", text=True, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT)
+            lines[spec.executable] = []
+            assert procs[spec.executable].stdout is not None
+            os.set_blocking(procs[spec.executable].stdout.fileno(), False)  # type: ignore[union-attr]
+
+        def active(name: str) -> bool:
+            return any(line.rstrip().endswith(": active") for line in lines[name])
+
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not all(active(n) for n in procs):
+            for name, proc in procs.items():
+                chunk = proc.stdout.readline()  # type: ignore[union-attr]
+                if chunk:
+                    lines[name].append(chunk)
+                elif proc.poll() is not None and not active(name):
+                    raise AssertionError(f"{name} exited:\n" + "".join(lines[name]))
+            time.sleep(0.02)
+        for name, proc in procs.items():
+            assert proc.poll() is None and active(name), f"{name}:\n" + "".join(lines[name])
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        for proc in procs.values():
+            proc.terminate()
+        for proc in procs.values():
+            proc.wait(timeout=30)
 
 
 def test_graph_launch_builds_the_documented_command_lines(tmp_path: Path) -> None:

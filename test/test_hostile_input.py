@@ -77,74 +77,35 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize("graph_name", ["embedded", "split"])
-def test_malformed_frames_are_dropped_and_counted(tiny_models, graph_name: str) -> None:  # type: ignore[no-untyped-def]
+def send_malformed_and_check(graph, client, camera_node: str) -> None:  # type: ignore[no-untyped-def]
+    for _label, kwargs in MALFORMED:
+        client.send(**kwargs)
+        time.sleep(0.15)
+    client.send(width=3840, height=2160)  # a real 4K frame is fine
+    time.sleep(1.0)
+    graph.check_alive()
+    assert client.status().lifecycle_state == "active"
+    # The node answers: with only broken frames plus tiny ones, a typed result.
+    reply = client.ask("What do you see?", timeout_s=60)
+    assert reply.error_code in (ErrorCode.OK, ErrorCode.UNPARSEABLE_ANSWER,
+                                ErrorCode.NO_KEYFRAMES), reply.message
+    name = f"{camera_node}: camera"
+    assert wait_for(lambda: int(client.latest(name).get(name, (0, "", {}))[2].get(
+        "dropped: undecodable", "0")) >= 5, 10), client.latest(name)
+    _level, _message, values = client.latest(name)[name]
+    assert int(values["frames received"]) >= len(MALFORMED) + 1
+    node_entries = client.latest(f"{camera_node}: node")
+    assert node_entries[f"{camera_node}: node"][2]["lifecycle state"] == "active"
+    graph.check_alive()
+
+
+def test_malformed_frames_are_dropped_and_counted_split(tiny_models) -> None:  # type: ignore[no-untyped-def]
     fresh_ros_domain()
-    camera_node = "/embodied_r" if graph_name == "embedded" else "/keyframe_selector"
-    with GraphProcesses(graph_name, PARAMS, tiny_overrides(tiny_models, **HOSTILE), echo=None) as graph, \
+    with GraphProcesses("split", PARAMS, tiny_overrides(tiny_models, **HOSTILE), echo=None) as graph, \
             spinning(Hostile) as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
         assert wait_for(lambda: client.camera.get_subscription_count() > 0)
-        for _label, kwargs in MALFORMED:
-            client.send(**kwargs)
-            time.sleep(0.15)
-        client.send(width=3840, height=2160)  # a real 4K frame is fine
-        time.sleep(1.0)
-        graph.check_alive()
-        assert client.status().lifecycle_state == "active"
-        # The node answers: with only broken frames plus tiny ones, a typed result.
-        reply = client.ask("What do you see?", timeout_s=60)
-        assert reply.error_code in (ErrorCode.OK, ErrorCode.UNPARSEABLE_ANSWER,
-                                    ErrorCode.NO_KEYFRAMES), reply.message
-        assert wait_for(lambda: client.latest(f"{camera_node}: camera"), 10)
-        level, message, values = client.latest(f"{camera_node}: camera")[f"{camera_node}: camera"]
-        undecodable = int(values.get("dropped: undecodable", "0"))
-        assert undecodable >= 5, values  # 0x0, step, short, unknown encoding, huge claim
-        assert int(values["frames received"]) >= len(MALFORMED) + 1
-        node_entries = client.latest(f"{camera_node}: node")
-        assert node_entries[f"{camera_node}: node"][2]["lifecycle state"] == "active"
-        graph.check_alive()
-
-
-def test_frozen_and_zero_stamps_fall_back_to_arrival_time(tiny_models) -> None:  # type: ignore[no-untyped-def]
-    fresh_ros_domain()
-    with GraphProcesses("embedded", PARAMS, tiny_overrides(tiny_models, **HOSTILE), echo=None) as graph, \
-            spinning(Hostile) as client:
-        client.wait_for_graph(240, alive_check=graph.check_alive)
-        assert wait_for(lambda: client.camera.get_subscription_count() > 0)
-        for i in range(6):  # every frame stamped 0, one per 0.6 s of wall time
-            client.send(width=64, height=48, stamp=Time(sec=0, nanosec=0))
-            time.sleep(0.6)
-        status = client.status()
-        assert status.frames_received == 6
-        assert status.frames_sampled >= 3, status  # not collapsed into one sampled frame
-        graph.check_alive()
-    assert "using arrival time instead" in graph.output()
-
-
-def test_abusive_questions_are_typed_invalid_requests(tiny_models) -> None:  # type: ignore[no-untyped-def]
-    fresh_ros_domain()
-    with GraphProcesses("embedded", PARAMS, tiny_overrides(tiny_models, **HOSTILE), echo=None) as graph, \
-            spinning(GraphClient) as client:
-        client.wait_for_graph(240, alive_check=graph.check_alive)
-        cases = [
-            ("x" * 100_000, [], "qa.max_question_chars"),
-            ("word " * 390, [], "qa.max_question_tokens"),
-            ("Which way?", ["left\nB. right", "back"], "line break"),
-            ("Which way?", ["left B. right", "back"], "option marker"),
-            ("Which way?", ["ok", "x" * 500], "qa.max_choice_chars"),
-            ("Which way?", [str(i) for i in range(9)], "at most 8"),
-            ("   ", [], "empty"),
-        ]
-        for question, choices, fragment in cases:
-            start = time.monotonic()
-            reply = client.ask(question, choices, timeout_s=30)
-            assert reply.error_code == ErrorCode.INVALID_REQUEST, (fragment, reply.message)
-            assert fragment in reply.message
-            assert time.monotonic() - start < 5.0
-        ok = client.ask("Which way?", ["A. left", "right"], timeout_s=30)
-        assert ok.error_code == ErrorCode.NO_KEYFRAMES  # accepted: own letter is stripped
-        graph.check_alive()
+        send_malformed_and_check(graph, client, "/keyframe_selector")
 
 
 def test_perception_node_survives_a_bad_key_frame(tiny_models) -> None:  # type: ignore[no-untyped-def]
@@ -204,19 +165,74 @@ def test_diagnostics_levels_follow_the_thresholds(tiny_models) -> None:  # type:
         assert "MODEL_UNAVAILABLE" in message and "/nope" in message
 
 
-def test_concurrent_abuse_does_not_end_the_node(tiny_models) -> None:  # type: ignore[no-untyped-def]
-    """Many callers at once: a bounded queue, BUSY beyond it, the node alive throughout."""
+# The tests below share one embedded node (module fixture). They come last: the tests
+# above start graphs of their own in fresh ROS domains, which needs this process's
+# rclpy context to be new for each of them.
+@pytest.fixture(scope="module")
+def embedded(tiny_models):  # type: ignore[no-untyped-def]
+    """One embedded node for the tests below; each starts with a reset (a fresh episode)."""
     fresh_ros_domain()
-    with GraphProcesses("embedded", PARAMS, {**tiny_overrides(tiny_models, **HOSTILE), "qa.max_waiting_questions": 1},
-                        echo=None) as graph, spinning(GraphClient) as client:
+    overrides = tiny_overrides(tiny_models, **HOSTILE, **{"qa.max_waiting_questions": 1})
+    with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph, \
+            spinning(Hostile) as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
-        replies: list = []
-        threads = [threading.Thread(target=lambda: replies.append(
-            client.ask("Where?", timeout_s=30))) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        codes = {r.error_code for r in replies}
-        assert len(replies) == 8 and codes <= {ErrorCode.NO_KEYFRAMES, ErrorCode.BUSY}
-        graph.check_alive()
+        assert wait_for(lambda: client.camera.get_subscription_count() > 0)
+        yield graph, client
+
+
+def test_malformed_frames_are_dropped_and_counted_embedded(embedded) -> None:  # type: ignore[no-untyped-def]
+    graph, client = embedded
+    assert client.reset().success
+    send_malformed_and_check(graph, client, "/embodied_r")
+
+
+def test_frozen_and_zero_stamps_fall_back_to_arrival_time(embedded) -> None:  # type: ignore[no-untyped-def]
+    graph, client = embedded
+    assert client.reset().success
+    for _ in range(6):  # every frame stamped 0, one per 0.6 s of wall time
+        client.send(width=64, height=48, stamp=Time(sec=0, nanosec=0))
+        time.sleep(0.6)
+    status = client.status()
+    assert status.frames_received == 6
+    assert status.frames_sampled >= 3, status  # not collapsed into one sampled frame
+    graph.check_alive()
+    assert "using arrival time instead" in graph.output()
+
+
+def test_abusive_questions_are_typed_invalid_requests(embedded) -> None:  # type: ignore[no-untyped-def]
+    graph, client = embedded
+    assert client.reset().success
+    cases = [
+        ("x" * 100_000, [], "qa.max_question_chars"),
+        ("word " * 390, [], "qa.max_question_tokens"),
+        ("Which way?", ["left\nB. right", "back"], "line break"),
+        ("Which way?", ["left B. right", "back"], "option marker"),
+        ("Which way?", ["ok", "x" * 500], "qa.max_choice_chars"),
+        ("Which way?", [str(i) for i in range(9)], "at most 8"),
+        ("   ", [], "empty"),
+    ]
+    for question, choices, fragment in cases:
+        start = time.monotonic()
+        reply = client.ask(question, choices, timeout_s=30)
+        assert reply.error_code == ErrorCode.INVALID_REQUEST, (fragment, reply.message)
+        assert fragment in reply.message
+        assert time.monotonic() - start < 5.0
+    ok = client.ask("Which way?", ["A. left", "right"], timeout_s=30)
+    assert ok.error_code == ErrorCode.NO_KEYFRAMES  # accepted: own letter is stripped
+    graph.check_alive()
+
+
+def test_concurrent_abuse_does_not_end_the_node(embedded) -> None:  # type: ignore[no-untyped-def]
+    """Many callers at once: a bounded queue, BUSY beyond it, the node alive throughout."""
+    graph, client = embedded
+    assert client.reset().success
+    replies: list = []
+    threads = [threading.Thread(target=lambda: replies.append(
+        client.ask("Where?", timeout_s=30))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    codes = {r.error_code for r in replies}
+    assert len(replies) == 8 and codes <= {ErrorCode.NO_KEYFRAMES, ErrorCode.BUSY}
+    graph.check_alive()
