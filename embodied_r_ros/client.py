@@ -129,12 +129,14 @@ class GraphClient(Node):
         reply = result_future.result()
         return reply.status, reply.result
 
-    def reset(self) -> Trigger.Response:
-        self._ready(self.reset_client, 10.0)
+    def reset(self, wait_s: float = 10.0) -> Trigger.Response:
+        """Start a new episode; `wait_s`: how long to wait for the service to appear."""
+        self._ready(self.reset_client, wait_s)
         return wait_future(self.reset_client.call_async(Trigger.Request()), 30.0, "reset_episode")
 
-    def status(self) -> NodeStatus:
-        self._ready(self.status_client, 10.0)
+    def status(self, wait_s: float = 10.0) -> NodeStatus:
+        """The graph's NodeStatus; `wait_s`: how long to wait for the service to appear."""
+        self._ready(self.status_client, wait_s)
         return wait_future(self.status_client.call_async(GetStatus.Request()), 30.0,
                            "status").status
 

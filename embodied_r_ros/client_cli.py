@@ -99,10 +99,10 @@ def main(argv: list[str], command: str) -> int:
                     reply = client.ask(args.question, args.choice, args.timeout)
                 return _print_answer(reply, args.json)
             if command == "reset":
-                reply = client.reset()
+                reply = client.reset(args.wait)
                 print(json.dumps(_fields(reply)) if args.json else reply.message)
                 return EXIT_OK if reply.success else EXIT_FAILED
-            status = client.status()
+            status = client.status(args.wait)
             if args.json:
                 print(json.dumps(_fields(status)))
             else:
