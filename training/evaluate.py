@@ -49,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r_ros.core.append_only import AppendOnlyJsonl
+from embodied_r_ros.core.shards import shard_argument
+from embodied_r_ros.core.types import OPTION_LETTERS
 from embodied_r_training.categories import (
     CATEGORIES,
     CATEGORY_TITLES,
@@ -167,7 +169,7 @@ def score(
     rows = []
     per_cat: dict[str, list[float]] = defaultdict(list)
     for i, record in enumerate(records):
-        letters = "".join(letter for letter, _ in parse_choices(record["question"])) or "ABCDEFGH"
+        letters = "".join(letter for letter, _ in parse_choices(record["question"])) or OPTION_LETTERS
         parsed = parse_reasoning_output(completions[i], valid_letters="" if is_numeric[i] else letters)
         row = {
             "Question_id": record.get("Question_id"),
@@ -421,22 +423,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", default=None, help="row name in the results table")
     parser.add_argument("--tokenizer", default=None, help="tokenizer for completion length (default: the model's)")
     parser.add_argument("--limit", type=int, default=None)
-    parser.add_argument("--shard", type=_shard_arg, default=None, metavar="I/N",
+    parser.add_argument("--shard", type=shard_argument, default=None, metavar="I/N",
                         help="generate only shard I of N (split by video); a run without --shard "
                         "scores all shards' completions found in --out")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-progress", action="store_true")
     return parser
-
-
-def _shard_arg(text: str) -> Any:
-    from embodied_r_ros.core.errors import EmbodiedRError
-    from embodied_r_ros.core.shards import parse_shard
-
-    try:
-        return parse_shard(text)
-    except EmbodiedRError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

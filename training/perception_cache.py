@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r_ros.core.append_only import AppendOnlyJsonl
-from embodied_r_ros.core.shards import available_cores
+from embodied_r_ros.core.shards import available_cores, shard_argument
 from embodied_r_training.data import (
     group_by_video,
     read_jsonl,
@@ -433,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mode", choices=MODES, default=None, help="overrides the config's mode")
     parser.add_argument("--batch-size", type=int, default=None)
     parser.add_argument("--limit", type=int, default=None, help="only the first N questions (smoke runs)")
-    parser.add_argument("--shard", type=_shard_arg, default=None, metavar="I/N",
+    parser.add_argument("--shard", type=shard_argument, default=None, metavar="I/N",
                         help="describe only the videos of shard I of N (deterministic split by "
                         "video path; run every shard, then once without --shard to write the records)")
     parser.add_argument("--num-shards", type=int, default=1, help="older spelling of --shard: N")
@@ -447,16 +447,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-progress", action="store_true")
     return parser
-
-
-def _shard_arg(text: str) -> Any:
-    from embodied_r_ros.core.errors import EmbodiedRError
-    from embodied_r_ros.core.shards import parse_shard
-
-    try:
-        return parse_shard(text)
-    except EmbodiedRError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,3 +64,13 @@ def available_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def shard_argument(text: str) -> Shard:
+    """`parse_shard` as an argparse `type=`: a bad value becomes a usage error."""
+    import argparse
+
+    try:
+        return parse_shard(text)
+    except InvalidRequestError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

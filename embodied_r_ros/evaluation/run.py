@@ -36,7 +36,7 @@ from typing import Any
 
 from embodied_r_ros.core import config as cfg
 from embodied_r_ros.core.errors import BagError, EmbodiedRError, ErrorCode
-from embodied_r_ros.core.shards import Shard, available_cores, parse_shard
+from embodied_r_ros.core.shards import Shard, available_cores, shard_argument
 from embodied_r_ros.evaluation import models as model_setup
 from embodied_r_ros.evaluation.questions import (
     QuestionItem,
@@ -56,13 +56,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PARAMS = REPO_ROOT / "config" / "embodied_r.yaml"
 DEFAULT_ARTIFACTS = REPO_ROOT / "artifacts"
 EMBEDDED_NODE = "embodied_r"  # the node whose parameter section the fast mode reads
-
-
-def shard_arg(text: str) -> Shard:
-    try:
-        return parse_shard(text)
-    except EmbodiedRError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser(prog: str = "embodied-r replay-eval") -> argparse.ArgumentParser:
@@ -105,7 +98,7 @@ def build_parser(prog: str = "embodied-r replay-eval") -> argparse.ArgumentParse
     p.add_argument("--jobs", type=int, default=1,
                    help="fast mode: replay this many bags at once on as many processes, each "
                         "loading the models (0 = every core); best with the openai backend")
-    p.add_argument("--shard", type=shard_arg, default=None, metavar="I/N",
+    p.add_argument("--shard", type=shard_argument, default=None, metavar="I/N",
                    help="evaluate only shard I of N (bags split deterministically by name)")
     p.add_argument("--allow-missing", action="store_true",
                    help="skip questions whose bag is not in the folder (default: an error)")
