@@ -75,6 +75,10 @@ def panorama(width: int, height: int) -> np.ndarray:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    # A ROS domain of its own: another graph on the host (a demo, tests) must not feed
+    # frames or questions into the measured one.
+    os.environ["ROS_DOMAIN_ID"] = str(args.domain)
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     import rclpy  # noqa: F401 - fail early without ROS
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.qos import qos_profile_sensor_data
@@ -196,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--graph", choices=["embedded", "split"], default="embedded")
     parser.add_argument("--artifacts", default=str(REPO / "artifacts"))
     parser.add_argument("--json", default="")
+    parser.add_argument("--domain", type=int, default=int(os.environ.get("BENCH_ROS_DOMAIN", "142")),
+                        help="ROS_DOMAIN_ID of the measured graph (default 142)")
     args = parser.parse_args(argv)
     result = run(args)
     text = json.dumps(result, indent=2)
