@@ -123,7 +123,20 @@ class PerceptionNode(ManagedNode):
 
     # -- start-up synchronisation ---------------------------------------------------------------
     def _sync_with_reasoning(self) -> None:
-        """Learn what is described already, then release the held key frames."""
+        """Learn what is described already, then release the held key frames (always,
+        even when the reasoning node cannot be asked)."""
+        try:
+            self._ask_what_is_described()
+        except Exception as exc:  # noqa: BLE001 - describing everything is the safe side
+            self.guard.record("start-up sync", exc)
+        finally:
+            with self._lock:
+                self._syncing = False
+                held, self._held = self._held, []
+            for msg in held:
+                self.guard.wrap("key frame", self._handle)(msg)
+
+    def _ask_what_is_described(self) -> None:
         timeout = self.params["split.peer_timeout_s"]
         deadline = time.monotonic() + timeout
         episode = ""
@@ -133,24 +146,21 @@ class PerceptionNode(ManagedNode):
             episode = held[0].episode_id if held else (self.worker.episode_id if self.worker else "")
             if not episode:
                 time.sleep(0.05)
-        if episode and self.described_client.wait_for_service(
+        if not episode or not self.described_client.wait_for_service(
                 timeout_sec=max(0.0, deadline - time.monotonic())):
-            done = threading.Event()
-            future = self.described_client.call_async(DescribedFrames.Request(episode_id=episode))
-            future.add_done_callback(lambda _f: done.set())
-            if done.wait(timeout=max(0.1, deadline - time.monotonic())) and future.result():
-                reply = future.result()
-                if reply.known_episode:
-                    with self._lock:
-                        self._known[episode] = set(int(i) for i in reply.keyframe_indices)
-                    self.get_logger().info(
-                        f"{len(reply.keyframe_indices)} key frame(s) of episode {episode} are "
-                        "described already; they are not described again")
-        with self._lock:
-            self._syncing = False
-            held, self._held = self._held, []
-        for msg in held:
-            self._handle(msg)
+            return
+        done = threading.Event()
+        future = self.described_client.call_async(DescribedFrames.Request(episode_id=episode))
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(timeout=max(0.1, deadline - time.monotonic())) or not future.result():
+            return
+        reply = future.result()
+        if reply.known_episode:
+            with self._lock:
+                self._known[episode] = set(int(i) for i in reply.keyframe_indices)
+            self.get_logger().info(
+                f"{len(reply.keyframe_indices)} key frame(s) of episode {episode} are "
+                "described already; they are not described again")
 
     # -- callbacks ------------------------------------------------------------------------------
     def _on_episode(self, msg: Episode) -> None:
