@@ -151,6 +151,14 @@ PYAV_CODECS = {
     "h264": ("libx264", {"bf": "3", "preset": "veryfast"}, ".mp4"),  # B-frames, b-pyramid
     "hevc": ("libx265", {"x265-params": "log-level=error"}, ".mp4"),
     "mpeg4": ("mpeg4", {"bf": "2"}, ".mp4"),  # MPEG-4 Part 2 with B-VOPs
+    # An IDR every 20 frames: many closed segments, decoded side by side.
+    "h264-gop20": ("libx264", {"bf": "3", "preset": "veryfast",
+                               "x264-params": "keyint=20:min-keyint=20"}, ".mp4"),
+    # Open GOPs: recovery-point I-frames that later B-frames look past; one closed segment.
+    "h264-open-gop": ("libx264", {"bf": "3", "preset": "veryfast",
+                                  "x264-params": "keyint=20:min-keyint=20:open-gop=1"}, ".mp4"),
+    "hevc-gop20": ("libx265", {"x265-params": "log-level=error:keyint=20:min-keyint=20:open-gop=0"},
+                   ".mp4"),
 }
 
 

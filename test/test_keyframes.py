@@ -8,9 +8,11 @@ live count rule and sampler, and the `embodied-r keyframes` command."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -383,17 +385,28 @@ def codec_clips(tmp_path_factory: pytest.TempPathFactory, texture: np.ndarray) -
                                            pix_fmt="yuv420p10le")
     clips["hevc-bt709"] = write_video_pyav(folder / "hevc_709.mp4", frames, 10, "hevc",
                                            colorspace=1)
+    for codec in ("h264-gop20", "h264-open-gop", "hevc-gop20"):
+        clips[codec] = write_video_pyav(folder / f"{codec}.mp4", frames, 10, codec)
     return clips
 
 
-@pytest.mark.parametrize("codec", ["h264", "hevc", "mpeg4", "mp4v", "mjpg", "h264-10bit",
-                                   "hevc-bt709"])
-def test_fast_decoder_pixels_equal_opencv(codec_clips: dict[str, Path], codec: str) -> None:
+# Closed segments (between clean random-access points) that hold a wanted frame.
+SEGMENTS = {"h264": 2, "hevc": 1, "mpeg4": 1, "mp4v": 25, "mjpg": 31, "h264-10bit": 2,
+            "hevc-bt709": 1, "h264-gop20": 15, "h264-open-gop": 1, "hevc-gop20": 15}
+
+
+@pytest.mark.parametrize("threads", [1, 3], ids=["one-decoder", "segments-side-by-side"])
+@pytest.mark.parametrize("codec", sorted(SEGMENTS))
+def test_fast_decoder_pixels_equal_opencv(codec_clips: dict[str, Path], codec: str,
+                                          threads: int) -> None:
     path = codec_clips[codec]
     info = probe_video(path)
     wanted = reference_sample_indices(info.frame_count, sampling_step(info.fps))
-    reader = PyAVReader(info, wanted, lambda: read_first_frame(path))
+    reader = PyAVReader(info, wanted, lambda: read_first_frame(path), threads=threads)
     got = dict(reader.frames())
+    assert reader.stats.segments == SEGMENTS[codec]
+    # threads=1: one decoder; otherwise one decoder per segment group, up to `threads`.
+    assert reader.stats.segment_workers == (1 if threads == 1 else min(threads, SEGMENTS[codec]))
     decoded = _read_all_bgr(path)
     assert sorted(got) == wanted and len(decoded) == info.frame_count == 297
     for number, image in got.items():
@@ -408,12 +421,27 @@ def test_fast_decoder_pixels_equal_opencv(codec_clips: dict[str, Path], codec: s
         assert stats.sent == len(wanted)
     if codec == "mp4v":  # GOP of 12: the tail of a GOP after a wanted frame is not sent
         assert stats.sent < 0.7 * stats.packets
-    if codec in ("h264", "mpeg4", "h264-10bit"):
+    if codec.startswith("h264") or codec == "mpeg4":
         assert stats.sent_nonref > 0
     # A targeted pass (no frame 0) gives the same pixels.
-    some = wanted[3:6]
-    again = dict(PyAVReader(info, some, None).frames())
+    some = wanted[3:6] + wanted[-4:-2]
+    again = dict(PyAVReader(info, some, None, threads=threads).frames())
     assert sorted(again) == some and all(np.array_equal(again[n], decoded[n]) for n in some)
+
+
+def test_segment_decoders_stop_when_the_reader_is_closed_early(codec_clips: dict[str, Path]) -> None:
+    # A consumer that stops after two frames (an error downstream, a cancelled run) must not
+    # leave decoder threads behind, blocked on their hand-over queues.
+    path = codec_clips["h264-gop20"]
+    info = probe_video(path)
+    wanted = reference_sample_indices(info.frame_count, sampling_step(info.fps))
+    before = {t.name for t in threading.enumerate()}
+    frames = PyAVReader(info, wanted, None, threads=4).frames()
+    assert [n for n, _ in itertools.islice(frames, 2)] == wanted[:2]
+    frames.close()
+    left = [t.name for t in threading.enumerate()
+            if t.name.startswith("pyav-segments") and t.name not in before]
+    assert left == []
 
 
 def test_rotated_video_falls_back_to_opencv(tmp_path: Path, texture: np.ndarray) -> None:

@@ -758,8 +758,8 @@ def extract_keyframes_from_video(
       pass restarts; `fallbacks` says why). False: plain OpenCV only.
     - decoder: "auto" (the order above) or one strategy ("pyav", "intra", "sequential") to
       try first, with plain OpenCV behind it.
-    - workers: ORB threads (default: all usable CPUs; 1 = no pool); the PyAV decoder uses
-      half as many threads (at least 1).
+    - workers: ORB threads (default: all usable CPUs; 1 = no pool); the PyAV decoder runs as
+      many single-threaded decoders on closed segments side by side.
     - return_images: also return the final key frames as RGB arrays. Key-frame images are
       cached while there are at most `max_keyframes` of them (plus the latest sampled
       frame); frames the count rule picks that were not cached are fetched by a second,

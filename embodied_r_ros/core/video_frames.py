@@ -6,11 +6,10 @@ converts them to BGR with OpenCV's FFmpeg backend. Every reader here yields
 pixels equal to what `cap.read()` gives for that frame number, and holds at most one
 decoded frame. Strategies, tried in this order by `strategies_for(fast=True)`:
 
-- **pyav** (`PyAVReader`): FFmpeg through PyAV (frame threading with `threads` > 1; the
-  key-frame extractor gives it half the CPUs, ORB runs on the rest). A first pass reads the
-  packets only (no decoding) and numbers them by presentation time stamp (the decoder
-  outputs frames in that order, which is the order `cap.read()` returns them). The decoding
-  pass then sends the decoder only what the wanted frames need:
+- **pyav** (`PyAVReader`): FFmpeg through PyAV. A first pass reads the packets only (no
+  decoding) and numbers them by presentation time stamp (the decoder outputs frames in that
+  order, which is the order `cap.read()` returns them). The decoding pass then sends the
+  decoder only what the wanted frames need:
   - the video is cut into closed segments at clean random-access points, after which no
     frame refers to an earlier one: H.264 and HEVC key packets that hold an IDR picture,
     MPEG-4 Part 2 key packets in a stream without B-frames (no reordering), every
@@ -22,6 +21,12 @@ decoded frame. Strategies, tried in this order by `strategies_for(fast=True)`:
     (H.264 nal_ref_idc = 0, MPEG-4 B-VOPs) and decodes it otherwise.
   - wanted frames are converted with swscale exactly as OpenCV's backend asks for it
     (BGR24, SWS_BICUBIC flags, the frame's own colour metadata).
+  - with `threads` > 1 and more than one closed segment, the segments are decoded side by
+    side: decoder k (single-threaded, its own file handle) seeks to segments k, k + threads,
+    ... and the frames are handed on segment by segment, in order (each decoder holds at
+    most a few converted frames). Independent chains scale with the cores, which FFmpeg's
+    frame threading does not once the skippable frames are skipped. With one segment (a
+    single IDR, open GOPs) one decoder runs, frame-threaded with `threads`.
   Guards: the first wanted frame (frame 0) must equal OpenCV's first frame (catches
   rotation metadata, other conversions, decoder differences); time stamps must exist, be
   unique and come out in increasing order; no packet may be flagged corrupt or discard;
@@ -42,11 +47,14 @@ backend) and reads the frame rate and frame count the sampling rule uses.
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from types import ModuleType
+from typing import Any, Callable, Iterator, Sequence
 
 import cv2
 import numpy as np
@@ -169,16 +177,19 @@ class DecodeStats:
     sent: int = 0
     sent_nonref: int = 0
     yielded: int = 0
+    segments: int = 0  # PyAV: closed segments holding a wanted frame
+    segment_workers: int = 1  # PyAV: decoders that took those segments side by side
 
 
 FirstFrame = Callable[[], "np.ndarray | None"]
 
 
 def decoder_threads(cpus: int) -> int:
-    """FFmpeg decoder threads when `cpus` CPUs are shared with the ORB workers: half of
-    them (1 on a 2-core machine, where frame threading costs more CPU than it saves once
-    ORB keeps the other core busy)."""
-    return max(1, int(cpus) // 2)
+    """PyAV decoder threads when `cpus` CPUs are shared with the ORB workers: one per CPU.
+    They decode closed segments side by side (independent chains of frames, so they scale
+    with the cores: 1.5x with 2 threads on a 2-core machine, where FFmpeg's own frame
+    threading gives at most 1.2x once frames nothing refers to are skipped)."""
+    return max(1, int(cpus))
 
 
 def make_reader(strategy: str, info: VideoInfo, wanted: Sequence[int],
@@ -374,6 +385,12 @@ class _Plan:
     nonref: list[bool]
     last_sent: int
     rank_of_pts: dict[int, int]
+    # Closed segments holding a wanted frame, as packet ranges [first, last sent + 1), in
+    # decoding order; the first packet of each is a clean random-access point (or packet 0).
+    segments: list[tuple[int, int]]
+
+
+_SEGMENT_QUEUE = 4  # converted frames a segment worker may hold for the consumer
 
 
 class PyAVReader(SampledReader):
@@ -452,6 +469,7 @@ class PyAVReader(SampledReader):
             clean = list(keyframes)  # I-VOPs without B-VOPs: nothing refers back past them
         wanted = set(self.wanted)
         send = [False] * n
+        segments: list[tuple[int, int]] = []
         starts = [0] + [i for i in range(1, n) if clean[i]] + [n]
         for a, b in zip(starts[:-1], starts[1:]):
             last = -1
@@ -460,10 +478,12 @@ class PyAVReader(SampledReader):
                     last = i
             for i in range(a, last + 1):
                 send[i] = True
+            if last >= 0:
+                segments.append((a, last + 1))
         nonref = [codec in NONREF_CODECS and send[i] and rank[i] not in wanted
                   for i in range(n)]
         last_sent = max((i for i in range(n) if send[i]), default=-1)
-        return _Plan(pts, rank, send, nonref, last_sent, dict(zip(pts, rank)))
+        return _Plan(pts, rank, send, nonref, last_sent, dict(zip(pts, rank)), segments)
 
     def frames(self) -> Iterator[tuple[int, np.ndarray]]:
         if not self.wanted:
@@ -481,7 +501,27 @@ class PyAVReader(SampledReader):
             expected_first = self._first_frame()
             if expected_first is None:
                 raise FastDecodeUnavailable("OpenCV cannot read frame 0")
+        workers = self.segment_workers(len(plan.segments))
+        self.stats.segments, self.stats.segment_workers = len(plan.segments), workers
+        if workers > 1:
+            yield from self._frames_by_segment(av, plan, wanted, expected_first, workers)
+        else:
+            yield from self._frames_in_one_decoder(av, plan, wanted, expected_first)
+        if self.stats.yielded != len(reachable):
+            raise FastDecodeUnavailable(
+                f"{len(reachable) - self.stats.yielded} wanted frame(s) did not come out"
+            )
+
+    def segment_workers(self, segments: int) -> int:
+        """Decoder threads that each take every k-th closed segment (1: one decoder for the
+        whole file, frame-threaded with `threads`)."""
+        cpus = self.threads if self.threads > 0 else (os.cpu_count() or 1)
+        return max(1, min(cpus, segments)) if segments > 1 else 1
+
+    def _frames_in_one_decoder(self, av: ModuleType, plan: _Plan, wanted: set[int],
+                               expected_first: np.ndarray | None) -> Iterator[tuple[int, np.ndarray]]:
         container = self._open(av)
+        n = len(plan.pts)
         last_yielded = -1
         try:
             stream = container.streams.video[0]
@@ -521,24 +561,143 @@ class PyAVReader(SampledReader):
             raise FastDecodeUnavailable(f"PyAV decoding failed ({exc})") from exc
         finally:
             container.close()
-        if self.stats.yielded != len(reachable):
-            raise FastDecodeUnavailable(
-                f"{len(reachable) - self.stats.yielded} wanted frame(s) did not come out"
-            )
 
-    def _take(self, frame, plan: _Plan, wanted: set[int], last: int,  # noqa: ANN001
-              expected_first: np.ndarray | None) -> tuple[int, np.ndarray] | None:
+    def _frames_by_segment(self, av: ModuleType, plan: _Plan, wanted: set[int],
+                           expected_first: np.ndarray | None,
+                           workers: int) -> Iterator[tuple[int, np.ndarray]]:
+        """Closed segments decoded side by side: worker k decodes segments k, k + workers,
+        ... with a decoder of its own (a fresh decoder at a clean random-access point gives
+        the same pixels as one that decoded everything before it), and the frames are handed
+        on segment by segment, so they still come out in increasing order. Each worker
+        holds at most `_SEGMENT_QUEUE` converted frames."""
+        stop = threading.Event()
+        outboxes: list[queue.Queue] = [queue.Queue(maxsize=_SEGMENT_QUEUE) for _ in range(workers)]
+        counts = [[0, 0] for _ in range(workers)]  # packets sent, of them with NONREF
+        threads = [threading.Thread(target=self._segment_worker, name=f"pyav-segments-{k}",
+                                    args=(av, plan, wanted, k, workers, outboxes[k], stop, counts[k]),
+                                    daemon=True)
+                   for k in range(workers)]
+        for thread in threads:
+            thread.start()
+        last_yielded = -1
+        try:
+            for index in range(len(plan.segments)):
+                outbox, worker = outboxes[index % workers], threads[index % workers]
+                while True:
+                    try:
+                        kind, a, b = outbox.get(timeout=1.0)
+                    except queue.Empty:
+                        if worker.is_alive():
+                            continue
+                        raise FastDecodeUnavailable("a segment decoder ended early") from None
+                    if kind == "error":
+                        raise a
+                    if kind == "end":
+                        break
+                    if a <= last_yielded:
+                        raise FastDecodeUnavailable("frames came out of presentation order")
+                    self._check_first(b, expected_first)
+                    self.stats.yielded += 1
+                    last_yielded = a
+                    yield a, b
+        finally:
+            stop.set()
+            for outbox in outboxes:  # unblock workers waiting to hand a frame on
+                while not outbox.empty():
+                    outbox.get_nowait()
+            for thread in threads:
+                thread.join()
+            self.stats.sent += sum(c[0] for c in counts)
+            self.stats.sent_nonref += sum(c[1] for c in counts)
+
+    def _segment_worker(self, av: ModuleType, plan: _Plan, wanted: set[int], k: int,
+                        workers: int, outbox: queue.Queue, stop: threading.Event,
+                        counts: list[int]) -> None:
+        def hand_on(item: tuple) -> bool:
+            while not stop.is_set():
+                try:
+                    outbox.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        index_of_pts = {p: i for i, p in enumerate(plan.pts)}
+        container = None
+        try:
+            container = self._open(av)
+            stream = container.streams.video[0]
+            ctx = stream.codec_context
+            ctx.thread_count = 1  # the segments are the parallelism
+            skip = "DEFAULT"
+            for number in range(k, len(plan.segments), workers):
+                first, end = plan.segments[number]
+                container.seek(plan.pts[first], stream=stream, backward=True)
+                i = -1
+                for packet in container.demux(stream):
+                    if stop.is_set():
+                        return
+                    if packet.size == 0:
+                        continue
+                    if i < 0:  # where did the seek land? at or before the segment's start
+                        i = index_of_pts.get(packet.pts, first + 1)
+                        if i > first:
+                            raise FastDecodeUnavailable("seeking missed a segment's first packet")
+                    elif i >= len(plan.pts) or packet.pts != plan.pts[i]:
+                        raise FastDecodeUnavailable("packets changed between passes")
+                    if i >= first and plan.send[i]:
+                        mode = "NONREF" if plan.nonref[i] else "DEFAULT"
+                        if mode != skip:
+                            ctx.skip_frame = skip = mode
+                        counts[0] += 1
+                        counts[1] += plan.nonref[i]
+                        for frame in ctx.decode(packet):
+                            item = self._convert(frame, plan, wanted)
+                            if item is not None and not hand_on(("frame", *item)):
+                                return
+                    i += 1
+                    if i >= end:
+                        break
+                for frame in ctx.decode(None):  # the frames the decoder still holds
+                    item = self._convert(frame, plan, wanted)
+                    if item is not None and not hand_on(("frame", *item)):
+                        return
+                ctx.flush_buffers()
+                skip = "DEFAULT"
+                ctx.skip_frame = skip
+                if not hand_on(("end", number, None)):
+                    return
+        except FastDecodeUnavailable as exc:
+            hand_on(("error", exc, None))
+        except Exception as exc:  # any decode error: OpenCV decides what that file gives
+            hand_on(("error", FastDecodeUnavailable(f"PyAV decoding failed ({exc})"), None))
+        finally:
+            if container is not None:
+                container.close()
+
+    @staticmethod
+    def _convert(frame: Any, plan: _Plan, wanted: set[int]) -> tuple[int, np.ndarray] | None:
+        """(frame number, BGR image) of a decoded frame, None if it is not wanted."""
         if frame.pts is None or frame.pts not in plan.rank_of_pts:
             raise FastDecodeUnavailable("decoded frame with an unknown time stamp")
         number = plan.rank_of_pts[frame.pts]
         if number not in wanted:
             return None
-        if number <= last:
-            raise FastDecodeUnavailable("frames came out of presentation order")
         # OpenCV's backend: sws_scale to BGR24 with SWS_BICUBIC, frame colour metadata.
-        image = frame.reformat(format="bgr24", interpolation="BICUBIC").to_ndarray()
+        return number, frame.reformat(format="bgr24", interpolation="BICUBIC").to_ndarray()
+
+    def _check_first(self, image: np.ndarray, expected_first: np.ndarray | None) -> None:
         if expected_first is not None and self.stats.yielded == 0:
             if image.shape != expected_first.shape or not np.array_equal(image, expected_first):
                 raise FastDecodeUnavailable("frame 0 differs from cap.read()")
+
+    def _take(self, frame: Any, plan: _Plan, wanted: set[int], last: int,
+              expected_first: np.ndarray | None) -> tuple[int, np.ndarray] | None:
+        item = self._convert(frame, plan, wanted)
+        if item is None:
+            return None
+        if item[0] <= last:
+            raise FastDecodeUnavailable("frames came out of presentation order")
+        self._check_first(item[1], expected_first)
         self.stats.yielded += 1
-        return number, image
+        return item
