@@ -199,6 +199,23 @@ def test_launch_arguments_documented_in_the_readme() -> None:
         assert setup.stem in readme
 
 
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def test_model_setups_name_real_parameters() -> None:
-    for setup in (REPO / "config" / "models").glob("*.yaml"):
-        cfg.load_parameters([PARAMS, setup])
+    import yaml
+
+    setups = sorted((REPO / "config" / "models").glob("*.yaml"))
+    assert {s.stem for s in setups} >= {"paper_72b_3b", "onboard_small_vlm", "remote_vlm"}
+    for setup in setups:
+        values = _flat(yaml.safe_load(setup.read_text())["/**"]["ros__parameters"])
+        assert values and set(values) <= set(cfg.PARAMS_BY_NAME), setup.name
+        loaded = cfg.load_parameters([PARAMS, setup])  # validates types and ranges too
+        assert all(loaded[name] == value for name, value in values.items()), setup.name
