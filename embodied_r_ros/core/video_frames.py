@@ -54,7 +54,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence
 
 import cv2
 import numpy as np
@@ -390,6 +390,41 @@ class _Plan:
     segments: list[tuple[int, int]]
 
 
+class _Sender:
+    """Sends planned packets to one decoder (skip_frame=NONREF for those whose frame is not
+    wanted), counts them, and converts the wanted frames that come out."""
+
+    def __init__(self, plan: _Plan, wanted: set[int]) -> None:
+        self.plan, self.wanted = plan, wanted
+        self.skip = "DEFAULT"
+        self.sent = self.sent_nonref = 0
+
+    def send(self, ctx: Any, packet: Any, i: int) -> Iterator[tuple[int, np.ndarray]]:
+        mode = "NONREF" if self.plan.nonref[i] else "DEFAULT"
+        if mode != self.skip:
+            ctx.skip_frame = self.skip = mode
+        self.sent += 1
+        self.sent_nonref += self.plan.nonref[i]
+        return self._wanted(ctx.decode(packet))
+
+    def drain(self, ctx: Any) -> Iterator[tuple[int, np.ndarray]]:
+        """The frames the decoder still holds (end of the file or of a segment)."""
+        return self._wanted(ctx.decode(None))
+
+    def _wanted(self, frames: Any) -> Iterator[tuple[int, np.ndarray]]:
+        for frame in frames:
+            if frame.pts is None or frame.pts not in self.plan.rank_of_pts:
+                raise FastDecodeUnavailable("decoded frame with an unknown time stamp")
+            number = self.plan.rank_of_pts[frame.pts]
+            if number in self.wanted:
+                # OpenCV's backend: sws_scale to BGR24 with SWS_BICUBIC, frame colour metadata.
+                yield number, frame.reformat(format="bgr24", interpolation="BICUBIC").to_ndarray()
+
+    def add_to(self, stats: DecodeStats) -> None:
+        stats.sent += self.sent
+        stats.sent_nonref += self.sent_nonref
+
+
 _SEGMENT_QUEUE = 4  # converted frames a segment worker may hold for the consumer
 
 
@@ -504,9 +539,22 @@ class PyAVReader(SampledReader):
         workers = self.segment_workers(len(plan.segments))
         self.stats.segments, self.stats.segment_workers = len(plan.segments), workers
         if workers > 1:
-            yield from self._frames_by_segment(av, plan, wanted, expected_first, workers)
+            decoded = self._frames_by_segment(av, plan, wanted, workers)
         else:
-            yield from self._frames_in_one_decoder(av, plan, wanted, expected_first)
+            decoded = self._frames_in_one_decoder(av, plan, wanted)
+        last = -1
+        try:
+            for number, image in decoded:
+                if number <= last:
+                    raise FastDecodeUnavailable("frames came out of presentation order")
+                if expected_first is not None and self.stats.yielded == 0:
+                    if image.shape != expected_first.shape or not np.array_equal(image, expected_first):
+                        raise FastDecodeUnavailable("frame 0 differs from cap.read()")
+                self.stats.yielded += 1
+                last = number
+                yield number, image
+        finally:
+            decoded.close()  # stops the decoders at once when the caller stops early
         if self.stats.yielded != len(reachable):
             raise FastDecodeUnavailable(
                 f"{len(reachable) - self.stats.yielded} wanted frame(s) did not come out"
@@ -518,18 +566,17 @@ class PyAVReader(SampledReader):
         cpus = self.threads if self.threads > 0 else (os.cpu_count() or 1)
         return max(1, min(cpus, segments)) if segments > 1 else 1
 
-    def _frames_in_one_decoder(self, av: ModuleType, plan: _Plan, wanted: set[int],
-                               expected_first: np.ndarray | None) -> Iterator[tuple[int, np.ndarray]]:
+    def _frames_in_one_decoder(self, av: ModuleType, plan: _Plan,
+                               wanted: set[int]) -> Generator[tuple[int, np.ndarray], None, None]:
         container = self._open(av)
         n = len(plan.pts)
-        last_yielded = -1
+        sender = _Sender(plan, wanted)
         try:
             stream = container.streams.video[0]
             stream.codec_context.thread_count = self.threads  # 1: no decoder threads at all
             if self.threads != 1:
                 stream.thread_type = "AUTO"  # frame and slice threading
             ctx = stream.codec_context
-            skip = "DEFAULT"
             i = 0
             for packet in container.demux(stream):
                 if packet.size == 0:
@@ -537,49 +584,37 @@ class PyAVReader(SampledReader):
                 if i >= n or packet.pts != plan.pts[i]:
                     raise FastDecodeUnavailable("packets changed between passes")
                 if plan.send[i]:
-                    mode = "NONREF" if plan.nonref[i] else "DEFAULT"
-                    if mode != skip:
-                        ctx.skip_frame = skip = mode
-                    self.stats.sent += 1
-                    self.stats.sent_nonref += plan.nonref[i]
-                    for frame in ctx.decode(packet):
-                        item = self._take(frame, plan, wanted, last_yielded, expected_first)
-                        if item is not None:
-                            last_yielded = item[0]
-                            yield item
+                    yield from sender.send(ctx, packet, i)
                 i += 1
                 if i > plan.last_sent:
                     break
-            for frame in ctx.decode(None):
-                item = self._take(frame, plan, wanted, last_yielded, expected_first)
-                if item is not None:
-                    last_yielded = item[0]
-                    yield item
+            yield from sender.drain(ctx)
         except FastDecodeUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 - a decode error: OpenCV decides what it does
             raise FastDecodeUnavailable(f"PyAV decoding failed ({exc})") from exc
         finally:
             container.close()
+            sender.add_to(self.stats)
 
     def _frames_by_segment(self, av: ModuleType, plan: _Plan, wanted: set[int],
-                           expected_first: np.ndarray | None,
-                           workers: int) -> Iterator[tuple[int, np.ndarray]]:
+                           workers: int) -> Generator[tuple[int, np.ndarray], None, None]:
         """Closed segments decoded side by side: worker k decodes segments k, k + workers,
         ... with a decoder of its own (a fresh decoder at a clean random-access point gives
         the same pixels as one that decoded everything before it), and the frames are handed
         on segment by segment, so they still come out in increasing order. Each worker
         holds at most `_SEGMENT_QUEUE` converted frames."""
         stop = threading.Event()
+        index_of_pts = {pts: i for i, pts in enumerate(plan.pts)}
         outboxes: list[queue.Queue] = [queue.Queue(maxsize=_SEGMENT_QUEUE) for _ in range(workers)]
-        counts = [[0, 0] for _ in range(workers)]  # packets sent, of them with NONREF
+        senders = [_Sender(plan, wanted) for _ in range(workers)]
         threads = [threading.Thread(target=self._segment_worker, name=f"pyav-segments-{k}",
-                                    args=(av, plan, wanted, k, workers, outboxes[k], stop, counts[k]),
+                                    args=(av, plan, index_of_pts, k, workers, senders[k],
+                                          outboxes[k], stop),
                                     daemon=True)
                    for k in range(workers)]
         for thread in threads:
             thread.start()
-        last_yielded = -1
         try:
             for index in range(len(plan.segments)):
                 outbox, worker = outboxes[index % workers], threads[index % workers]
@@ -594,25 +629,17 @@ class PyAVReader(SampledReader):
                         raise a
                     if kind == "end":
                         break
-                    if a <= last_yielded:
-                        raise FastDecodeUnavailable("frames came out of presentation order")
-                    self._check_first(b, expected_first)
-                    self.stats.yielded += 1
-                    last_yielded = a
                     yield a, b
         finally:
-            stop.set()
-            for outbox in outboxes:  # unblock workers waiting to hand a frame on
-                while not outbox.empty():
-                    outbox.get_nowait()
+            stop.set()  # a worker waiting to hand a frame on sees it within 0.1 s
             for thread in threads:
                 thread.join()
-            self.stats.sent += sum(c[0] for c in counts)
-            self.stats.sent_nonref += sum(c[1] for c in counts)
+            for sender in senders:
+                sender.add_to(self.stats)
 
-    def _segment_worker(self, av: ModuleType, plan: _Plan, wanted: set[int], k: int,
-                        workers: int, outbox: queue.Queue, stop: threading.Event,
-                        counts: list[int]) -> None:
+    def _segment_worker(self, av: ModuleType, plan: _Plan, index_of_pts: dict[int, int],
+                        k: int, workers: int, sender: _Sender, outbox: queue.Queue,
+                        stop: threading.Event) -> None:
         def hand_on(item: tuple) -> bool:
             while not stop.is_set():
                 try:
@@ -622,14 +649,12 @@ class PyAVReader(SampledReader):
                     continue
             return False
 
-        index_of_pts = {p: i for i, p in enumerate(plan.pts)}
         container = None
         try:
             container = self._open(av)
             stream = container.streams.video[0]
             ctx = stream.codec_context
             ctx.thread_count = 1  # the segments are the parallelism
-            skip = "DEFAULT"
             for number in range(k, len(plan.segments), workers):
                 first, end = plan.segments[number]
                 container.seek(plan.pts[first], stream=stream, backward=True)
@@ -646,25 +671,16 @@ class PyAVReader(SampledReader):
                     elif i >= len(plan.pts) or packet.pts != plan.pts[i]:
                         raise FastDecodeUnavailable("packets changed between passes")
                     if i >= first and plan.send[i]:
-                        mode = "NONREF" if plan.nonref[i] else "DEFAULT"
-                        if mode != skip:
-                            ctx.skip_frame = skip = mode
-                        counts[0] += 1
-                        counts[1] += plan.nonref[i]
-                        for frame in ctx.decode(packet):
-                            item = self._convert(frame, plan, wanted)
-                            if item is not None and not hand_on(("frame", *item)):
+                        for item in sender.send(ctx, packet, i):
+                            if not hand_on(("frame", *item)):
                                 return
                     i += 1
                     if i >= end:
                         break
-                for frame in ctx.decode(None):  # the frames the decoder still holds
-                    item = self._convert(frame, plan, wanted)
-                    if item is not None and not hand_on(("frame", *item)):
+                for item in sender.drain(ctx):
+                    if not hand_on(("frame", *item)):
                         return
                 ctx.flush_buffers()
-                skip = "DEFAULT"
-                ctx.skip_frame = skip
                 if not hand_on(("end", number, None)):
                     return
         except FastDecodeUnavailable as exc:
@@ -675,29 +691,3 @@ class PyAVReader(SampledReader):
             if container is not None:
                 container.close()
 
-    @staticmethod
-    def _convert(frame: Any, plan: _Plan, wanted: set[int]) -> tuple[int, np.ndarray] | None:
-        """(frame number, BGR image) of a decoded frame, None if it is not wanted."""
-        if frame.pts is None or frame.pts not in plan.rank_of_pts:
-            raise FastDecodeUnavailable("decoded frame with an unknown time stamp")
-        number = plan.rank_of_pts[frame.pts]
-        if number not in wanted:
-            return None
-        # OpenCV's backend: sws_scale to BGR24 with SWS_BICUBIC, frame colour metadata.
-        return number, frame.reformat(format="bgr24", interpolation="BICUBIC").to_ndarray()
-
-    def _check_first(self, image: np.ndarray, expected_first: np.ndarray | None) -> None:
-        if expected_first is not None and self.stats.yielded == 0:
-            if image.shape != expected_first.shape or not np.array_equal(image, expected_first):
-                raise FastDecodeUnavailable("frame 0 differs from cap.read()")
-
-    def _take(self, frame: Any, plan: _Plan, wanted: set[int], last: int,
-              expected_first: np.ndarray | None) -> tuple[int, np.ndarray] | None:
-        item = self._convert(frame, plan, wanted)
-        if item is None:
-            return None
-        if item[0] <= last:
-            raise FastDecodeUnavailable("frames came out of presentation order")
-        self._check_first(item[1], expected_first)
-        self.stats.yielded += 1
-        return item
