@@ -17,8 +17,10 @@ Rows: "reference" = bench/reference_keyframes.py (reads every frame with cap.rea
 the sampled frames, selects serially); "ours" = extract_keyframes_from_video with its
 defaults (PyAV decoding that skips what sampling allows, ORB on all CPUs); "ours-opencv" =
 the same with fast_decode=False (OpenCV grab()/retrieve()).
-Decode / select columns: the baseline's two stages; for ours, the time the pipeline waited
-on decoding vs on selection (ORB runs beside decoding, so the two add up to the total).
+Decode / select columns: for the baseline, the wall time of its two stages (one after the
+other); for ours, the CPU seconds of each stage summed over threads (decoding + BGR
+conversion; grey + ORB + decisions), which run side by side and so add up to more than
+the total.
 CPU: user + system seconds of the process; on a machine shared with other work the wall
 ratio falls toward the CPU ratio, so both are printed, with the load average.
 With --repeat N each implementation runs N times, interleaved, and the median is shown.

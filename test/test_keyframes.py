@@ -13,6 +13,7 @@ import json
 import math
 import sys
 import threading
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -347,6 +348,9 @@ def test_same_result_as_baseline_on_video_files(tmp_path: Path, texture: np.ndar
     plain = extract_keyframes_from_video(path, fast_decode=False, workers=1)
     assert plain.decode_strategy == "sequential"
     assert (plain.sampled_indices, plain.source_frames) == (got.sampled_indices, got.source_frames)
+    alone = extract_keyframes_from_video(path, workers=1)  # one thread does everything
+    assert alone.decode_strategy == "pyav" and alone.fallbacks == []
+    assert (alone.sampled_indices, alone.source_frames) == (got.sampled_indices, got.source_frames)
     if name == "static":
         assert got.selected_positions == [0, seconds] and got.sampled_indices == \
             reference_subsample(list(range(seconds + 1)), 4)
@@ -442,6 +446,79 @@ def test_segment_decoders_stop_when_the_reader_is_closed_early(codec_clips: dict
     left = [t.name for t in threading.enumerate()
             if t.name.startswith("pyav-segments") and t.name not in before]
     assert left == []
+
+
+def _pixel_digest(number: int, image: np.ndarray) -> tuple[str, int]:
+    return threading.current_thread().name, hash(image.tobytes())
+
+
+@pytest.mark.parametrize("codec,threads_prefix,decoders", [
+    ("h264-gop20", "pyav-segments-", 3),  # 15 segments: the 3 decoders run the transform
+    ("h264", "ordered-map", 2),  # 2 segments for 3 threads: a pool of 3 beside 2 decoders
+    ("hevc", "ordered-map", 1),  # one segment: a pool beside one decoder
+], ids=["segments", "fewer-segments-than-threads", "one-segment"])
+def test_transform_runs_beside_decoding_and_sees_opencvs_pixels(
+        codec_clips: dict[str, Path], codec: str, threads_prefix: str, decoders: int) -> None:
+    # Key frames pass ORB as the transform: it must run on worker threads (the segment
+    # decoders themselves, or a pool beside the decoders), receive exactly OpenCV's pixels,
+    # and its results must come out in frame order.
+    path = codec_clips[codec]
+    info = probe_video(path)
+    wanted = reference_sample_indices(info.frame_count, sampling_step(info.fps))
+    reader = PyAVReader(info, wanted, lambda: read_first_frame(path), threads=3)
+    got = list(reader.frames(_pixel_digest))
+    decoded = _read_all_bgr(path)
+    assert [n for n, _ in got] == wanted
+    assert all(digest == hash(decoded[n].tobytes()) for n, (_, digest) in got)
+    names = {name for _, (name, _) in got}
+    assert all(name.startswith(threads_prefix) for name in names)
+    assert reader.stats.segment_workers == decoders
+    if codec == "h264-gop20":
+        assert len(names) == 3
+    assert reader.stats.decode_cpu_s > 0
+
+
+def test_transform_errors_are_raised_as_they_are(codec_clips: dict[str, Path]) -> None:
+    # An error of the transform is the caller's, not a decoding problem: it must not be
+    # turned into a silent fallback to another decoder.
+    path = codec_clips["h264-gop20"]
+    info = probe_video(path)
+    wanted = reference_sample_indices(info.frame_count, sampling_step(info.fps))
+
+    def fail_on_the_sixth(number: int, image: np.ndarray) -> int:
+        if number == wanted[5]:
+            raise ArithmeticError("transform failed")
+        return number
+
+    got = []
+    with pytest.raises(ArithmeticError, match="transform failed"):
+        for item in PyAVReader(info, wanted, None, threads=3).frames(fail_on_the_sixth):
+            got.append(item)
+    assert len(got) <= 5
+    assert [t for t in threading.enumerate() if t.name.startswith("pyav-segments")] == []
+
+
+def test_segment_decoders_run_a_bounded_way_ahead(codec_clips: dict[str, Path]) -> None:
+    # A slow consumer: decoders may run ahead, but the results waiting for it stay within
+    # `buffer_frames` per thread, plus the segment being read and one result per thread.
+    path = codec_clips["h264-gop20"]
+    info = probe_video(path)
+    wanted = reference_sample_indices(info.frame_count, sampling_step(info.fps))
+    produced = itertools.count()
+    made = [0]
+
+    def count(number: int, image: np.ndarray) -> int:
+        made[0] = next(produced) + 1
+        return number
+
+    ahead = []
+    for consumed, _ in enumerate(PyAVReader(info, wanted, None, threads=3)
+                                 .frames(count, buffer_frames=1), start=1):
+        time.sleep(0.02)
+        ahead.append(made[0] - consumed)
+    per_segment = 2  # a 20-frame GOP at 10 fps holds two sampled frames
+    assert max(ahead) <= 1 * 3 + per_segment + 3
+    assert max(ahead) >= 2
 
 
 def test_rotated_video_falls_back_to_opencv(tmp_path: Path, texture: np.ndarray) -> None:

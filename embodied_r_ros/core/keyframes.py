@@ -35,10 +35,11 @@ Exact rules, as the reference runs them on a video file:
 
 `select_keyframes` applies 2-5 to frames already sampled; `extract_keyframes_from_video`
 applies 1-5 to a video file and returns exactly the reference's final indices. It decodes
-only what the sampled frames need (see `video_frames`) on a background thread, computes
-ORB features for several sampled frames at once on a thread pool while decisions are taken
-in order on the calling thread, and holds a bounded number of decoded frames (at most
-2 waiting for ORB, 2 * workers + 1 waiting for a decision).
+only what the sampled frames need (see `video_frames`); the ORB features of each sampled
+frame are computed on the thread that decoded it (PyAV segment decoders side by side) or on
+a pool beside a single decoder, and the decisions are taken in frame order on the calling
+thread. What waits between the stages is bounded: features (about 20 kB a frame), at most
+16 per worker, or decoded frames, at most 4 per worker, when key-frame images are returned.
 
 Live stream differences (robot): frames are thinned by `FrameRateSampler`, which uses the
 frames' header stamps (1 Hz of stream time) instead of frame numbers, since a live stream
@@ -56,11 +57,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-import queue
 import threading
 import time
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -74,7 +72,6 @@ from embodied_r_ros.core.keyframe_overlap import overlap_fraction, project_corne
 from embodied_r_ros.core.video_frames import (
     FastDecodeUnavailable,
     VideoInfo,
-    decoder_threads,
     make_reader,
     probe_video_and_first_frame,
     strategies_for,
@@ -562,9 +559,10 @@ class VideoKeyFrames:
       appended), as positions among the sampled frames.
     n_sampled: sampled frames decoded; n_source_frames: the container's frame count (the
       count sampling used); video_fps: the container's frame rate (OpenCV's CAP_PROP_FPS).
-    seconds: wall time; decode_seconds: time the calling thread spent waiting for decoded
-      frames; select_seconds: time spent on features and decisions not hidden behind
-      decoding (grey conversion, waiting for ORB workers, matching, homography, overlap).
+    seconds: wall time. decode_seconds: CPU seconds spent decoding and converting frames to
+      BGR; select_seconds: CPU seconds spent on grey conversion, ORB, matching, homography
+      and overlap; both summed over all threads (the stages run side by side, so together
+      they can exceed the wall time).
     images: RGB images of the final key frames when requested, else empty.
     decode_strategy: "pyav", "intra" or "sequential" (see video_frames); fallbacks: why
       faster strategies were not used for this file.
@@ -602,126 +600,63 @@ class _Selection:
     sources: list[int]
     cache: dict[int, np.ndarray] | None
     latest: tuple[int, np.ndarray] | None
-    decode_s: float
-    select_s: float
+    decide_cpu_s: float
 
 
-class _Prefetch:
-    """Runs a frame iterator on a background thread and hands its items over through a
-    bounded queue (decoding overlaps selection; at most `depth` decoded frames wait).
-    Exceptions of the iterator are raised again by `get`."""
+class _FeatureTransform:
+    """What each decoder (or pool) thread does with a sampled BGR frame: grey, ORB features
+    (one detector per thread), and the image itself only when key-frame images are wanted.
+    Adds up the CPU time it takes over all threads."""
 
-    _END = object()
+    def __init__(self, keep_images: bool) -> None:
+        self.keep_images = keep_images
+        self.cpu_s = 0.0
+        self._lock = threading.Lock()
 
-    def __init__(self, frames: Iterator[tuple[int, np.ndarray]], depth: int) -> None:
-        self._queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(frames,), daemon=True,
-                                        name="keyframes-decode")
-        self._thread.start()
-
-    def _put(self, item: object) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _run(self, frames: Iterator[tuple[int, np.ndarray]]) -> None:
-        try:
-            for item in frames:
-                if not self._put(item):
-                    return
-            self._put((self._END, None))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-            self._put((self._END, exc))
-        finally:
-            close = getattr(frames, "close", None)
-            if close is not None:
-                close()
-
-    def get(self) -> tuple[int, np.ndarray] | None:
-        """The next item, None at the end; re-raises the iterator's exception."""
-        item = self._queue.get()
-        if item[0] is self._END:
-            if item[1] is not None:
-                raise item[1]
-            return None
-        return item
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
+    def __call__(self, number: int, bgr: np.ndarray) -> tuple[FrameFeatures, np.ndarray | None]:
+        t0 = time.thread_time()
+        features = detect_features_threadsafe(cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY))
+        spent = time.thread_time() - t0
+        with self._lock:
+            self.cpu_s += spent
+        return features, (bgr if self.keep_images else None)
 
 
 def _select_stream(
-    frames: Iterator[tuple[int, np.ndarray]],
+    frames: Iterator[tuple[int, tuple[FrameFeatures, np.ndarray | None]]],
     params: KeyFrameParams,
     *,
     keep_images: bool,
-    workers: int,
 ) -> _Selection:
-    """Rules 2-3 over decoded sampled frames (BGR), features on a pool, decisions in order."""
+    """Rules 2-3 over the sampled frames' features, in frame order, on the calling thread."""
     selector = StreamingKeyFrameSelector(params)
-    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
-    in_flight = 2 * workers + 1
-    pending: deque[tuple[int, np.ndarray | None, Future[FrameFeatures] | FrameFeatures]] = deque()
-    out = _Selection([], [], {} if keep_images else None, None, 0.0, 0.0)
-
-    def settle() -> None:
-        number, bgr, job = pending.popleft()
-        t0 = time.perf_counter()
-        feats = job.result() if isinstance(job, Future) else job
-        decision = selector.push_features(feats)
-        out.select_s += time.perf_counter() - t0
-        if decision.reason == REASON_UNUSABLE_IMAGE:
-            raise InvalidRequestError(
-                f"frame {number} ({feats.width} x {feats.height}) is too small for ORB feature "
-                "detection (the reference cannot process it either)"
-            )
-        position = len(out.sources)
-        out.sources.append(number)
-        if decision.is_keyframe:
-            out.kept.append(position)
-        if bgr is not None:
-            rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-            out.latest = (position, rgb)
-            if out.cache is not None and len(out.kept) > params.max_keyframes:
-                out.cache = None  # too many to hold; a targeted pass fetches the final ones
-            elif out.cache is not None and decision.is_keyframe:
-                out.cache[position] = rgb
-
-    prefetch = _Prefetch(frames, depth=2) if pool is not None else None
+    out = _Selection([], [], {} if keep_images else None, None, 0.0)
     try:
-        while True:
-            t0 = time.perf_counter()
-            item = prefetch.get() if prefetch is not None else next(frames, None)
-            out.decode_s += time.perf_counter() - t0
-            if item is None:
-                break
-            number, bgr = item
-            t0 = time.perf_counter()
-            gray = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
-            job = (pool.submit(detect_features_threadsafe, gray) if pool is not None
-                   else detect_features(gray, selector._orb))
-            out.select_s += time.perf_counter() - t0
-            pending.append((number, bgr if keep_images else None, job))
-            del bgr, gray, item
-            while len(pending) > in_flight:
-                settle()
-        while pending:
-            settle()
+        for number, (feats, bgr) in frames:
+            t0 = time.thread_time()
+            decision = selector.push_features(feats)
+            out.decide_cpu_s += time.thread_time() - t0
+            if decision.reason == REASON_UNUSABLE_IMAGE:
+                raise InvalidRequestError(
+                    f"frame {number} ({feats.width} x {feats.height}) is too small for ORB "
+                    "feature detection (the reference cannot process it either)"
+                )
+            position = len(out.sources)
+            out.sources.append(number)
+            if decision.is_keyframe:
+                out.kept.append(position)
+            if bgr is not None:
+                rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+                out.latest = (position, rgb)
+                if out.cache is not None and len(out.kept) > params.max_keyframes:
+                    out.cache = None  # too many to hold; a targeted pass fetches the final ones
+                elif out.cache is not None and decision.is_keyframe:
+                    out.cache[position] = rgb
+            del bgr
     finally:
-        if prefetch is not None:
-            prefetch.close()  # stops the decoding thread, which closes the reader
-        else:
-            close = getattr(frames, "close", None)
-            if close is not None:
-                close()  # release the decoder now, also when selection stopped early
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()  # stops the decoders now, also when selection stopped early
     return out
 
 
@@ -758,8 +693,11 @@ def extract_keyframes_from_video(
       pass restarts; `fallbacks` says why). False: plain OpenCV only.
     - decoder: "auto" (the order above) or one strategy ("pyav", "intra", "sequential") to
       try first, with plain OpenCV behind it.
-    - workers: ORB threads (default: all usable CPUs; 1 = no pool); the PyAV decoder runs as
-      many single-threaded decoders on closed segments side by side.
+    - workers: threads (default: all usable CPUs; 1 = everything on the calling thread).
+      The PyAV decoder runs up to that many single-threaded decoders on closed segments
+      side by side, each computing the ORB features of its own frames when there are at
+      least as many segments as workers; otherwise the frames go to that many ORB threads
+      beside the decoding. Decisions are taken in frame order on the calling thread.
     - return_images: also return the final key frames as RGB arrays. Key-frame images are
       cached while there are at most `max_keyframes` of them (plus the latest sampled
       frame); frames the count rule picks that were not cached are fetched by a second,
@@ -788,16 +726,20 @@ def extract_keyframes_from_video(
     fallbacks: list[str] = []
     selection: _Selection | None = None
     strategy = ""
+    transform = _FeatureTransform(return_images)
+    decode_cpu_s = 0.0
     for strategy in strategies:
-        reader = make_reader(strategy, info, wanted, first_frame,
-                             threads=decoder_threads(n_workers))
+        reader = make_reader(strategy, info, wanted, first_frame, threads=n_workers)
         try:
-            selection = _select_stream(reader.frames(), params, keep_images=return_images,
-                                       workers=n_workers)
+            # Results are features (~20 kB) unless images are kept (a frame each).
+            frames = reader.frames(transform, buffer_frames=4 if return_images else 16)
+            selection = _select_stream(frames, params, keep_images=return_images)
             break
         except FastDecodeUnavailable as exc:
             fallbacks.append(f"{strategy}: {exc}")
             LOG.debug("key frames of %s: %s decoding not used: %s", info.path, strategy, exc)
+        finally:
+            decode_cpu_s += reader.stats.decode_cpu_s
     assert selection is not None  # the last strategy never raises FastDecodeUnavailable
     n_sampled = len(selection.sources)
     if n_sampled == 0:
@@ -830,8 +772,8 @@ def extract_keyframes_from_video(
         images=images,
         decode_strategy=strategy,
         selected_positions=selected,
-        decode_seconds=selection.decode_s,
-        select_seconds=selection.select_s,
+        decode_seconds=decode_cpu_s,
+        select_seconds=transform.cpu_s + selection.decide_cpu_s,
         fallbacks=fallbacks,
         packets_read=reader.stats.packets,
         packets_decoded=reader.stats.sent,

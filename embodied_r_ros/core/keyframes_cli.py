@@ -94,7 +94,7 @@ def main(argv: list[str]) -> int:
     print(f"key frames ({len(result.sampled_indices)}):")
     print(f"  sampled positions: {' '.join(map(str, result.sampled_indices))}")
     print(f"  source frames:     {' '.join(map(str, result.source_frames))}")
-    print(f"time: {result.seconds:.3f} s (decoding {result.decode_seconds:.3f} s, selection "
+    print(f"time: {result.seconds:.3f} s (CPU: decoding {result.decode_seconds:.3f} s, selection "
           f"{result.select_seconds:.3f} s; {result.decode_strategy} decoding, "
           f"{result.packets_decoded} of {result.packets_read} packets decoded)")
     for note in result.fallbacks:

@@ -22,16 +22,21 @@ decoded frame. Strategies, tried in this order by `strategies_for(fast=True)`:
   - wanted frames are converted with swscale exactly as OpenCV's backend asks for it
     (BGR24, SWS_BICUBIC flags, the frame's own colour metadata).
   - with `threads` > 1 and more than one closed segment, the segments are decoded side by
-    side: decoder k (single-threaded, its own file handle) seeks to segments k, k + threads,
-    ... and the frames are handed on segment by segment, in order (each decoder holds at
-    most a few converted frames). Independent chains scale with the cores, which FFmpeg's
-    frame threading does not once the skippable frames are skipped. With one segment (a
-    single IDR, open GOPs) one decoder runs, frame-threaded with `threads`.
+    side: each of `threads` decoder threads (single-threaded decoder, its own file handle)
+    takes the next segment nobody has taken yet, seeks to it and decodes it; the frames
+    are handed on segment by segment, in order (`_SegmentBoard` bounds how far ahead the
+    threads may run and how many results wait). Independent chains scale with the cores,
+    which FFmpeg's frame threading does not once the skippable frames are skipped. With one
+    segment (a single IDR, open GOPs) one decoder runs, frame-threaded with `threads`.
+  - the caller's `transform` (ORB features, for key frames) runs on the segment decoder
+    threads themselves, each on its own frames, when there are at least `threads`
+    segments; otherwise on a pool of `threads` beside the decoding (`ordered_map`).
   Guards: the first wanted frame (frame 0) must equal OpenCV's first frame (catches
   rotation metadata, other conversions, decoder differences); time stamps must exist, be
   unique and come out in increasing order; no packet may be flagged corrupt or discard;
   every wanted frame that the stream has must come out. Any failure raises
-  `FastDecodeUnavailable` and the caller falls back to the next strategy.
+  `FastDecodeUnavailable` and the caller falls back to the next strategy (an exception of
+  the caller's transform is raised as it is: it is not a decoding problem).
 - **intra** (`OpenCVIntraReader`, Motion-JPEG in OpenCV without PyAV): the capture is
   switched to raw-packet mode so skipped frames cost only a file read; a kept packet is
   decoded by OpenCV's FFmpeg backend from a scratch ``.jpg``. The first frame is decoded
@@ -47,10 +52,11 @@ backend) and reads the frame rate and frame count the sampling rule uses.
 from __future__ import annotations
 
 import os
-import queue
 import shutil
 import tempfile
 import threading
+import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -60,6 +66,7 @@ import cv2
 import numpy as np
 
 from embodied_r_ros.core.errors import InvalidRequestError
+from embodied_r_ros.core.ordered_map import ordered_map
 
 INTRA_FOURCCS = frozenset({"MJPG", "mjpg", "MJPA", "AVRn", "jpeg", "JPEG", "dmb1"})
 STRATEGIES = ("pyav", "intra", "sequential")
@@ -179,45 +186,67 @@ class DecodeStats:
     yielded: int = 0
     segments: int = 0  # PyAV: closed segments holding a wanted frame
     segment_workers: int = 1  # PyAV: decoders that took those segments side by side
+    decode_cpu_s: float = 0.0  # CPU seconds spent decoding and converting, all threads
 
 
 FirstFrame = Callable[[], "np.ndarray | None"]
-
-
-def decoder_threads(cpus: int) -> int:
-    """PyAV decoder threads when `cpus` CPUs are shared with the ORB workers: one per CPU.
-    They decode closed segments side by side (independent chains of frames, so they scale
-    with the cores: 1.5x with 2 threads on a 2-core machine, where FFmpeg's own frame
-    threading gives at most 1.2x once frames nothing refers to are skipped)."""
-    return max(1, int(cpus))
+# Applied to each wanted frame as (frame number, BGR image), on a worker thread.
+Transform = Callable[[int, np.ndarray], Any]
 
 
 def make_reader(strategy: str, info: VideoInfo, wanted: Sequence[int],
                 first_frame: FirstFrame | None, *, threads: int = 0) -> "SampledReader":
     """A reader of the `wanted` frame numbers with the given strategy. `first_frame`
     returns OpenCV's frame 0 for the fast strategies' pixel check (None: no check, for a
-    second pass over a file the strategy already passed). `threads`: PyAV decoder threads
-    (0 = FFmpeg's choice)."""
+    second pass over a file the strategy already passed). `threads`: worker threads for
+    decoding (PyAV) and for a `frames(transform)` function (0 = one per CPU; for PyAV with
+    one closed segment, FFmpeg's choice of decoder threads)."""
     if strategy == "pyav":
         return PyAVReader(info, wanted, first_frame, threads=threads)
     if strategy == "intra":
-        return OpenCVIntraReader(info, wanted, first_frame)
+        return OpenCVIntraReader(info, wanted, first_frame, threads=threads)
     if strategy == "sequential":
-        return OpenCVSequentialReader(info, wanted)
+        return OpenCVSequentialReader(info, wanted, threads=threads)
     raise InvalidRequestError(f"unknown decode strategy {strategy!r}; use one of {STRATEGIES}")
 
 
 class SampledReader:
-    """Base: `frames()` yields (frame number, BGR) for the wanted numbers, in order."""
+    """Base: `frames()` yields (frame number, BGR) for the wanted numbers, in order;
+    `frames(transform)` yields (frame number, transform(number, BGR)) instead, with the
+    transform run on up to `threads` worker threads beside the decoding."""
 
     strategy = ""
 
-    def __init__(self, info: VideoInfo, wanted: Sequence[int]) -> None:
+    def __init__(self, info: VideoInfo, wanted: Sequence[int], *, threads: int = 0) -> None:
         self.info = info
         self.wanted = sorted({int(i) for i in wanted if int(i) >= 0})
         self.stats = DecodeStats()
+        self.threads = threads
 
-    def frames(self) -> Iterator[tuple[int, np.ndarray]]:
+    def worker_threads(self) -> int:
+        """Threads for the transform (and PyAV's segment decoders): `threads`, or one per
+        CPU this process may use when 0."""
+        if self.threads > 0:
+            return self.threads
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):
+            return max(1, os.cpu_count() or 1)
+
+    def frames(self, transform: Transform | None = None,
+               *, buffer_frames: int | None = None) -> Iterator[tuple[int, Any]]:
+        """The wanted frames in increasing order: (number, BGR uint8), or (number,
+        transform(number, BGR)) with a transform. `buffer_frames`: results that may wait
+        for the consumer per worker thread (default 2; raise it when the transform returns
+        something small)."""
+        source = self._decoded()
+        if transform is None:
+            return source
+        workers = self.worker_threads()
+        depth = (buffer_frames or 2) * workers + 1
+        return ordered_map(source, transform, workers, depth=depth)
+
+    def _decoded(self) -> Iterator[tuple[int, np.ndarray]]:
         raise NotImplementedError
 
 
@@ -229,7 +258,7 @@ class OpenCVSequentialReader(SampledReader):
 
     strategy = "sequential"
 
-    def frames(self) -> Iterator[tuple[int, np.ndarray]]:
+    def _decoded(self) -> Iterator[tuple[int, np.ndarray]]:
         if not self.wanted:
             return
         wanted = set(self.wanted)
@@ -237,15 +266,21 @@ class OpenCVSequentialReader(SampledReader):
         cap = _open_reference_capture(self.info.path)
         try:
             index = 0
-            while index <= last and cap.grab():
+            while index <= last:
+                t0 = time.thread_time()
+                grabbed = cap.grab()
+                ok, image = cap.retrieve() if grabbed and index in wanted else (False, None)
+                self.stats.decode_cpu_s += time.thread_time() - t0
+                if not grabbed:
+                    break
                 self.stats.packets += 1
                 self.stats.sent += 1  # grab() decodes every frame
                 if index in wanted:
-                    ok, image = cap.retrieve()
                     if not ok or image is None:
                         return  # cap.read() would fail here: the reference stops reading
                     self.stats.yielded += 1
                     yield index, image
+                    del image
                 index += 1
         finally:
             cap.release()
@@ -279,8 +314,8 @@ class OpenCVIntraReader(SampledReader):
     strategy = "intra"
 
     def __init__(self, info: VideoInfo, wanted: Sequence[int],
-                 first_frame: FirstFrame | None) -> None:
-        super().__init__(info, wanted)
+                 first_frame: FirstFrame | None, *, threads: int = 0) -> None:
+        super().__init__(info, wanted, threads=threads)
         self._first_frame = first_frame
 
     def _raw_capture(self) -> cv2.VideoCapture:
@@ -307,7 +342,7 @@ class OpenCVIntraReader(SampledReader):
                 or not np.array_equal(got, expected):
             raise FastDecodeUnavailable("packet decode differs from cap.read() on frame 0")
 
-    def frames(self) -> Iterator[tuple[int, np.ndarray]]:
+    def _decoded(self) -> Iterator[tuple[int, np.ndarray]]:
         if not self.wanted:
             return
         decoder = _PacketDecoder()
@@ -321,8 +356,10 @@ class OpenCVIntraReader(SampledReader):
                 while index <= last and cap.grab():
                     self.stats.packets += 1
                     if index in wanted:
+                        t0 = time.thread_time()
                         ok, data = cap.retrieve()
                         image = decoder.decode(data) if ok and data is not None else None
+                        self.stats.decode_cpu_s += time.thread_time() - t0
                         if image is None:
                             raise FastDecodeUnavailable(f"packet {index} does not decode alone")
                         self.stats.sent += 1
@@ -390,14 +427,19 @@ class _Plan:
     segments: list[tuple[int, int]]
 
 
+FrameCheck = Callable[[int, np.ndarray], None]
+
+
 class _Sender:
     """Sends planned packets to one decoder (skip_frame=NONREF for those whose frame is not
-    wanted), counts them, and converts the wanted frames that come out."""
+    wanted), counts them and the CPU time spent, converts the wanted frames that come out and
+    passes each to `check` (which raises if the pixels cannot be trusted)."""
 
-    def __init__(self, plan: _Plan, wanted: set[int]) -> None:
-        self.plan, self.wanted = plan, wanted
+    def __init__(self, plan: _Plan, wanted: set[int], check: FrameCheck) -> None:
+        self.plan, self.wanted, self.check = plan, wanted, check
         self.skip = "DEFAULT"
         self.sent = self.sent_nonref = 0
+        self.cpu_s = 0.0
 
     def send(self, ctx: Any, packet: Any, i: int) -> Iterator[tuple[int, np.ndarray]]:
         mode = "NONREF" if self.plan.nonref[i] else "DEFAULT"
@@ -405,11 +447,17 @@ class _Sender:
             ctx.skip_frame = self.skip = mode
         self.sent += 1
         self.sent_nonref += self.plan.nonref[i]
-        return self._wanted(ctx.decode(packet))
+        t0 = time.thread_time()
+        frames = ctx.decode(packet)
+        self.cpu_s += time.thread_time() - t0
+        return self._wanted(frames)
 
     def drain(self, ctx: Any) -> Iterator[tuple[int, np.ndarray]]:
         """The frames the decoder still holds (end of the file or of a segment)."""
-        return self._wanted(ctx.decode(None))
+        t0 = time.thread_time()
+        frames = ctx.decode(None)
+        self.cpu_s += time.thread_time() - t0
+        return self._wanted(frames)
 
     def _wanted(self, frames: Any) -> Iterator[tuple[int, np.ndarray]]:
         for frame in frames:
@@ -417,27 +465,120 @@ class _Sender:
                 raise FastDecodeUnavailable("decoded frame with an unknown time stamp")
             number = self.plan.rank_of_pts[frame.pts]
             if number in self.wanted:
+                t0 = time.thread_time()
                 # OpenCV's backend: sws_scale to BGR24 with SWS_BICUBIC, frame colour metadata.
-                yield number, frame.reformat(format="bgr24", interpolation="BICUBIC").to_ndarray()
+                image = frame.reformat(format="bgr24", interpolation="BICUBIC").to_ndarray()
+                self.cpu_s += time.thread_time() - t0
+                self.check(number, image)
+                yield number, image
 
     def add_to(self, stats: DecodeStats) -> None:
         stats.sent += self.sent
         stats.sent_nonref += self.sent_nonref
+        stats.decode_cpu_s += self.cpu_s
 
 
-_SEGMENT_QUEUE = 4  # converted frames a segment worker may hold for the consumer
+_SEGMENT_DONE = object()
+_SEGMENT_BUFFER = 4  # results per decoder thread that may wait ahead of the consumer
+
+
+class _SegmentBoard:
+    """Where segment decoders and the consumer meet.
+
+    Decoders `take` closed segments in order, each the next one nobody has taken, and
+    `put` the items of a segment; the consumer `get`s the items segment by segment, in
+    order. Bounds: a decoder may start a segment at most `lookahead` segments after the one
+    being read, and items of segments not being read yet wait only while fewer than `hold`
+    of them are buffered. Items of the segment being read are never held back, so the
+    consumer always makes progress and memory stays bounded.
+    """
+
+    def __init__(self, total: int, lookahead: int, hold: int) -> None:
+        self.total, self.lookahead, self.hold = total, max(1, lookahead), max(1, hold)
+        self._cond = threading.Condition()
+        self._next = 0  # next segment to hand to a decoder
+        self._reading = 0  # segment the consumer reads
+        self._items: dict[int, deque] = {}
+        self._done: set[int] = set()
+        self._ahead = 0  # items buffered for segments after the one being read
+        self._error: BaseException | None = None
+        self.stopped = False
+
+    def take(self) -> int | None:
+        """The next segment for a decoder, None when there is none or the board stopped."""
+        with self._cond:
+            while not self.stopped and self._reading + self.lookahead < self._next < self.total:
+                self._cond.wait(timeout=1.0)
+            if self.stopped or self._next >= self.total:
+                return None
+            number = self._next
+            self._next += 1
+            self._items[number] = deque()
+            return number
+
+    def put(self, segment: int, item: object) -> bool:
+        """Hand on one item of `segment`; False if the board stopped (the decoder quits)."""
+        with self._cond:
+            while not self.stopped and segment != self._reading and self._ahead >= self.hold:
+                self._cond.wait(timeout=1.0)
+            if self.stopped:
+                return False
+            self._items[segment].append(item)
+            if segment != self._reading:
+                self._ahead += 1
+            self._cond.notify_all()
+            return True
+
+    def finish(self, segment: int) -> None:
+        with self._cond:
+            self._done.add(segment)
+            self._cond.notify_all()
+
+    def fail(self, exc: BaseException) -> None:
+        """Record a decoder's failure; the consumer raises it at its next `get`."""
+        with self._cond:
+            if self._error is None:
+                self._error = exc
+            self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self.stopped = True
+            self._cond.notify_all()
+
+    def get(self, segment: int, decoders_alive: Callable[[], bool]) -> object:
+        """The next item of `segment` (segments are read in increasing order), or
+        _SEGMENT_DONE after its last item."""
+        with self._cond:
+            if segment != self._reading:
+                self._reading = segment
+                self._ahead -= len(self._items.get(segment, ()))
+                self._cond.notify_all()  # room ahead again, and decoders may start more
+            while True:
+                if self._error is not None:
+                    raise self._error
+                items = self._items.get(segment)
+                if items:
+                    return items.popleft()
+                if segment in self._done:
+                    del self._items[segment]
+                    return _SEGMENT_DONE
+                if not decoders_alive():
+                    raise FastDecodeUnavailable("a segment decoder ended early")
+                self._cond.wait(timeout=1.0)
 
 
 class PyAVReader(SampledReader):
-    """FFmpeg via PyAV, frame-threaded, decoding only what the wanted frames need."""
+    """FFmpeg via PyAV, decoding only what the wanted frames need: closed segments side by
+    side (each decoder thread also runs the transform on its frames), or one frame-threaded
+    decoder when the file has a single closed segment."""
 
     strategy = "pyav"
 
     def __init__(self, info: VideoInfo, wanted: Sequence[int],
                  first_frame: FirstFrame | None, *, threads: int = 0) -> None:
-        super().__init__(info, wanted)
+        super().__init__(info, wanted, threads=threads)
         self._first_frame = first_frame
-        self.threads = threads  # decoder threads; 0 = FFmpeg's choice (CPUs + 1)
 
     @staticmethod
     def _av():
@@ -520,7 +661,8 @@ class PyAVReader(SampledReader):
         last_sent = max((i for i in range(n) if send[i]), default=-1)
         return _Plan(pts, rank, send, nonref, last_sent, dict(zip(pts, rank)), segments)
 
-    def frames(self) -> Iterator[tuple[int, np.ndarray]]:
+    def frames(self, transform: Transform | None = None,
+               *, buffer_frames: int | None = None) -> Iterator[tuple[int, Any]]:
         if not self.wanted:
             return
         av = self._av()
@@ -529,48 +671,63 @@ class PyAVReader(SampledReader):
         self.stats.packets = n
         reachable = [i for i in self.wanted if i < n]
         wanted = set(reachable)
-        expected_first = None
+        expected_first: np.ndarray | None = None
         if self._first_frame is not None:
             if not reachable or reachable[0] != 0:
                 raise FastDecodeUnavailable("frame 0 is not wanted: cannot check pixels")
             expected_first = self._first_frame()
             if expected_first is None:
                 raise FastDecodeUnavailable("OpenCV cannot read frame 0")
+
+        def check(number: int, image: np.ndarray) -> None:
+            if number == 0 and expected_first is not None and (
+                    image.shape != expected_first.shape
+                    or not np.array_equal(image, expected_first)):
+                raise FastDecodeUnavailable("frame 0 differs from cap.read()")
+
         workers = self.segment_workers(len(plan.segments))
         self.stats.segments, self.stats.segment_workers = len(plan.segments), workers
+        pool = self.worker_threads()
+        # Decoder threads run the transform themselves when there is one per worker thread;
+        # with fewer segments than that, a pool of `pool` threads runs it beside them.
+        fused = transform is not None and 1 < workers >= pool
+        produced: Generator[tuple[int, Any], None, None]
         if workers > 1:
-            decoded = self._frames_by_segment(av, plan, wanted, workers)
+            hold = (buffer_frames or _SEGMENT_BUFFER) if fused else _SEGMENT_BUFFER
+            produced = self._frames_by_segment(av, plan, wanted, check,
+                                               transform if fused else None, workers,
+                                               hold=hold * workers)
         else:
-            decoded = self._frames_in_one_decoder(av, plan, wanted)
+            produced = self._frames_in_one_decoder(av, plan, wanted, check)
+        if transform is not None and not fused:
+            produced = ordered_map(produced, transform, pool,
+                                   depth=(buffer_frames or 2) * pool + 1)
         last = -1
         try:
-            for number, image in decoded:
+            for number, item in produced:
                 if number <= last:
                     raise FastDecodeUnavailable("frames came out of presentation order")
-                if expected_first is not None and self.stats.yielded == 0:
-                    if image.shape != expected_first.shape or not np.array_equal(image, expected_first):
-                        raise FastDecodeUnavailable("frame 0 differs from cap.read()")
                 self.stats.yielded += 1
                 last = number
-                yield number, image
+                yield number, item
+                del item
         finally:
-            decoded.close()  # stops the decoders at once when the caller stops early
+            produced.close()  # stops the decoders at once when the caller stops early
         if self.stats.yielded != len(reachable):
             raise FastDecodeUnavailable(
                 f"{len(reachable) - self.stats.yielded} wanted frame(s) did not come out"
             )
 
     def segment_workers(self, segments: int) -> int:
-        """Decoder threads that each take every k-th closed segment (1: one decoder for the
-        whole file, frame-threaded with `threads`)."""
-        cpus = self.threads if self.threads > 0 else (os.cpu_count() or 1)
-        return max(1, min(cpus, segments)) if segments > 1 else 1
+        """Decoder threads that take the closed segments side by side (1: one decoder for
+        the whole file, frame-threaded with `threads`)."""
+        return max(1, min(self.worker_threads(), segments)) if segments > 1 else 1
 
-    def _frames_in_one_decoder(self, av: ModuleType, plan: _Plan,
-                               wanted: set[int]) -> Generator[tuple[int, np.ndarray], None, None]:
+    def _frames_in_one_decoder(self, av: ModuleType, plan: _Plan, wanted: set[int],
+                               check: FrameCheck) -> Generator[tuple[int, np.ndarray], None, None]:
         container = self._open(av)
         n = len(plan.pts)
-        sender = _Sender(plan, wanted)
+        sender = _Sender(plan, wanted, check)
         try:
             stream = container.streams.video[0]
             stream.codec_context.thread_count = self.threads  # 1: no decoder threads at all
@@ -598,69 +755,53 @@ class PyAVReader(SampledReader):
             sender.add_to(self.stats)
 
     def _frames_by_segment(self, av: ModuleType, plan: _Plan, wanted: set[int],
-                           workers: int) -> Generator[tuple[int, np.ndarray], None, None]:
-        """Closed segments decoded side by side: worker k decodes segments k, k + workers,
-        ... with a decoder of its own (a fresh decoder at a clean random-access point gives
-        the same pixels as one that decoded everything before it), and the frames are handed
-        on segment by segment, so they still come out in increasing order. Each worker
-        holds at most `_SEGMENT_QUEUE` converted frames."""
-        stop = threading.Event()
+                           check: FrameCheck, transform: Transform | None, workers: int,
+                           *, hold: int) -> Generator[tuple[int, Any], None, None]:
+        """Closed segments decoded side by side: each of `workers` threads, with a decoder
+        of its own (a fresh decoder at a clean random-access point gives the same pixels as
+        one that decoded everything before it), takes the next segment nobody has taken,
+        decodes it and applies `transform` to its wanted frames; the results are handed on
+        segment by segment, so they come out in increasing order (see _SegmentBoard for the
+        bounds: at most `hold` results wait ahead of the segment being read)."""
         index_of_pts = {pts: i for i, pts in enumerate(plan.pts)}
-        outboxes: list[queue.Queue] = [queue.Queue(maxsize=_SEGMENT_QUEUE) for _ in range(workers)]
-        senders = [_Sender(plan, wanted) for _ in range(workers)]
+        board = _SegmentBoard(len(plan.segments), lookahead=2 * workers, hold=hold)
+        senders = [_Sender(plan, wanted, check) for _ in range(workers)]
         threads = [threading.Thread(target=self._segment_worker, name=f"pyav-segments-{k}",
-                                    args=(av, plan, index_of_pts, k, workers, senders[k],
-                                          outboxes[k], stop),
+                                    args=(av, plan, index_of_pts, board, senders[k], transform),
                                     daemon=True)
                    for k in range(workers)]
         for thread in threads:
             thread.start()
+
+        def alive() -> bool:
+            return any(thread.is_alive() for thread in threads)
+
         try:
-            for index in range(len(plan.segments)):
-                outbox, worker = outboxes[index % workers], threads[index % workers]
-                while True:
-                    try:
-                        kind, a, b = outbox.get(timeout=1.0)
-                    except queue.Empty:
-                        if worker.is_alive():
-                            continue
-                        raise FastDecodeUnavailable("a segment decoder ended early") from None
-                    if kind == "error":
-                        raise a
-                    if kind == "end":
-                        break
-                    yield a, b
+            for segment in range(len(plan.segments)):
+                while (item := board.get(segment, alive)) is not _SEGMENT_DONE:
+                    yield item  # type: ignore[misc]
         finally:
-            stop.set()  # a worker waiting to hand a frame on sees it within 0.1 s
+            board.stop()  # decoders waiting on the board see it at once
             for thread in threads:
                 thread.join()
             for sender in senders:
                 sender.add_to(self.stats)
 
     def _segment_worker(self, av: ModuleType, plan: _Plan, index_of_pts: dict[int, int],
-                        k: int, workers: int, sender: _Sender, outbox: queue.Queue,
-                        stop: threading.Event) -> None:
-        def hand_on(item: tuple) -> bool:
-            while not stop.is_set():
-                try:
-                    outbox.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
+                        board: _SegmentBoard, sender: _Sender,
+                        transform: Transform | None) -> None:
         container = None
         try:
             container = self._open(av)
             stream = container.streams.video[0]
             ctx = stream.codec_context
             ctx.thread_count = 1  # the segments are the parallelism
-            for number in range(k, len(plan.segments), workers):
-                first, end = plan.segments[number]
+            while (segment := board.take()) is not None:
+                first, end = plan.segments[segment]
                 container.seek(plan.pts[first], stream=stream, backward=True)
                 i = -1
                 for packet in container.demux(stream):
-                    if stop.is_set():
+                    if board.stopped:
                         return
                     if packet.size == 0:
                         continue
@@ -671,23 +812,42 @@ class PyAVReader(SampledReader):
                     elif i >= len(plan.pts) or packet.pts != plan.pts[i]:
                         raise FastDecodeUnavailable("packets changed between passes")
                     if i >= first and plan.send[i]:
-                        for item in sender.send(ctx, packet, i):
-                            if not hand_on(("frame", *item)):
+                        for number, image in sender.send(ctx, packet, i):
+                            if not self._hand_on(board, segment, number, image, transform):
                                 return
                     i += 1
                     if i >= end:
                         break
-                for item in sender.drain(ctx):
-                    if not hand_on(("frame", *item)):
+                for number, image in sender.drain(ctx):
+                    if not self._hand_on(board, segment, number, image, transform):
                         return
                 ctx.flush_buffers()
-                if not hand_on(("end", number, None)):
-                    return
+                board.finish(segment)
+        except _TransformFailed as failed:
+            board.fail(failed.error)  # the caller's own error, raised as it is
         except FastDecodeUnavailable as exc:
-            hand_on(("error", exc, None))
+            board.fail(exc)
         except Exception as exc:  # any decode error: OpenCV decides what that file gives
-            hand_on(("error", FastDecodeUnavailable(f"PyAV decoding failed ({exc})"), None))
+            board.fail(FastDecodeUnavailable(f"PyAV decoding failed ({exc})"))
         finally:
             if container is not None:
                 container.close()
 
+    @staticmethod
+    def _hand_on(board: _SegmentBoard, segment: int, number: int, image: np.ndarray,
+                 transform: Transform | None) -> bool:
+        if transform is None:
+            return board.put(segment, (number, image))
+        try:
+            result = transform(number, image)
+        except Exception as exc:  # noqa: BLE001 - not a decoding problem: no fallback
+            raise _TransformFailed(exc) from exc
+        return board.put(segment, (number, result))
+
+
+class _TransformFailed(Exception):
+    """Carries an exception of the caller's transform out of a segment decoder."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
