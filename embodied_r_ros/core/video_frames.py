@@ -60,7 +60,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Generator, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence, cast
 
 import cv2
 import numpy as np
@@ -779,7 +779,7 @@ class PyAVReader(SampledReader):
         try:
             for segment in range(len(plan.segments)):
                 while (item := board.get(segment, alive)) is not _SEGMENT_DONE:
-                    yield item  # type: ignore[misc]
+                    yield cast(tuple[int, Any], item)
         finally:
             board.stop()  # decoders waiting on the board see it at once
             for thread in threads:
@@ -840,7 +840,7 @@ class PyAVReader(SampledReader):
             return board.put(segment, (number, image))
         try:
             result = transform(number, image)
-        except Exception as exc:  # noqa: BLE001 - not a decoding problem: no fallback
+        except Exception as exc:  # not a decoding problem: no fallback
             raise _TransformFailed(exc) from exc
         return board.put(segment, (number, result))
 
