@@ -498,10 +498,16 @@ def test_transform_errors_are_raised_as_they_are(codec_clips: dict[str, Path]) -
     assert [t for t in threading.enumerate() if t.name.startswith("pyav-segments")] == []
 
 
-def test_segment_decoders_run_a_bounded_way_ahead(codec_clips: dict[str, Path]) -> None:
+@pytest.mark.parametrize("codec,threads,per_segment", [
+    ("h264-gop20", 3, 2),  # 15 short segments: decoders run ahead of the one being read
+    ("h264", 2, 15),  # 2 long segments: the segment being read must not pile up either
+])
+def test_segment_decoders_run_a_bounded_way_ahead(codec_clips: dict[str, Path], codec: str,
+                                                  threads: int, per_segment: int) -> None:
     # A slow consumer: decoders may run ahead, but the results waiting for it stay within
-    # `buffer_frames` per thread, plus the segment being read and one result per thread.
-    path = codec_clips["h264-gop20"]
+    # `buffer_frames` per thread ahead, as many in the segment being read, and one result
+    # per decoder thread (made, waiting for room).
+    path = codec_clips[codec]
     info = probe_video(path)
     wanted = reference_sample_indices(info.frame_count, sampling_step(info.fps))
     produced = itertools.count()
@@ -511,13 +517,14 @@ def test_segment_decoders_run_a_bounded_way_ahead(codec_clips: dict[str, Path]) 
         made[0] = next(produced) + 1
         return number
 
+    reader = PyAVReader(info, wanted, None, threads=threads)
     ahead = []
-    for consumed, _ in enumerate(PyAVReader(info, wanted, None, threads=3)
-                                 .frames(count, buffer_frames=1), start=1):
+    for consumed, _ in enumerate(reader.frames(count, buffer_frames=1), start=1):
         time.sleep(0.02)
         ahead.append(made[0] - consumed)
-    per_segment = 2  # a 20-frame GOP at 10 fps holds two sampled frames
-    assert max(ahead) <= 1 * 3 + per_segment + 3
+    assert reader.stats.segment_workers == threads
+    hold = 1 * threads  # buffer_frames x decoder threads
+    assert max(ahead) <= hold + min(hold, per_segment) + threads
     assert max(ahead) >= 2
 
 

@@ -38,8 +38,10 @@ applies 1-5 to a video file and returns exactly the reference's final indices. I
 only what the sampled frames need (see `video_frames`); the ORB features of each sampled
 frame are computed on the thread that decoded it (PyAV segment decoders side by side) or on
 a pool beside a single decoder, and the decisions are taken in frame order on the calling
-thread. What waits between the stages is bounded: features (about 20 kB a frame), at most
-16 per worker, or decoded frames, at most 4 per worker, when key-frame images are returned.
+thread. What waits between the stages is bounded: where the decoder threads compute the
+features, at most 2 x 16 features (about 20 kB each) per thread wait for the decisions,
+or 2 x 4 frames per thread when key-frame images are returned; where a pool computes them,
+at most 2 * workers + 1 frames wait for or are in the pool.
 
 Live stream differences (robot): frames are thinned by `FrameRateSampler`, which uses the
 frames' header stamps (1 Hz of stream time) instead of frame numbers, since a live stream

@@ -210,6 +210,11 @@ def make_reader(strategy: str, info: VideoInfo, wanted: Sequence[int],
     raise InvalidRequestError(f"unknown decode strategy {strategy!r}; use one of {STRATEGIES}")
 
 
+def _pool_depth(workers: int) -> int:
+    """Frames that may wait for, or be in, a transform pool of `workers` threads."""
+    return 2 * workers + 1
+
+
 class SampledReader:
     """Base: `frames()` yields (frame number, BGR) for the wanted numbers, in order;
     `frames(transform)` yields (frame number, transform(number, BGR)) instead, with the
@@ -236,15 +241,15 @@ class SampledReader:
     def frames(self, transform: Transform | None = None,
                *, buffer_frames: int | None = None) -> Iterator[tuple[int, Any]]:
         """The wanted frames in increasing order: (number, BGR uint8), or (number,
-        transform(number, BGR)) with a transform. `buffer_frames`: results that may wait
-        for the consumer per worker thread (default 2; raise it when the transform returns
-        something small)."""
+        transform(number, BGR)) with a transform. `buffer_frames`: results of the transform
+        that may wait for the consumer per decoder thread where the decoder threads run
+        the transform themselves (PyAV segments; default 4, raise it when the result is
+        small). Elsewhere at most 2 * threads + 1 frames wait for or in the transform."""
         source = self._decoded()
         if transform is None:
             return source
         workers = self.worker_threads()
-        depth = (buffer_frames or 2) * workers + 1
-        return ordered_map(source, transform, workers, depth=depth)
+        return ordered_map(source, transform, workers, depth=_pool_depth(workers))
 
     def _decoded(self) -> Iterator[tuple[int, np.ndarray]]:
         raise NotImplementedError
@@ -488,9 +493,10 @@ class _SegmentBoard:
     Decoders `take` closed segments in order, each the next one nobody has taken, and
     `put` the items of a segment; the consumer `get`s the items segment by segment, in
     order. Bounds: a decoder may start a segment at most `lookahead` segments after the one
-    being read, and items of segments not being read yet wait only while fewer than `hold`
-    of them are buffered. Items of the segment being read are never held back, so the
-    consumer always makes progress and memory stays bounded.
+    being read; items of segments not being read yet wait only while fewer than `hold` of
+    them are buffered, and the segment being read buffers at most `hold` items. The decoder
+    of the segment being read waits only for the consumer, so the consumer always makes
+    progress, and at most 2 * `hold` items (plus one per decoder) are held.
     """
 
     def __init__(self, total: int, lookahead: int, hold: int) -> None:
@@ -516,10 +522,15 @@ class _SegmentBoard:
             self._items[number] = deque()
             return number
 
+    def _full(self, segment: int) -> bool:
+        if segment == self._reading:  # the consumer is taking these: it frees room itself
+            return len(self._items[segment]) >= self.hold
+        return self._ahead >= self.hold
+
     def put(self, segment: int, item: object) -> bool:
         """Hand on one item of `segment`; False if the board stopped (the decoder quits)."""
         with self._cond:
-            while not self.stopped and segment != self._reading and self._ahead >= self.hold:
+            while not self.stopped and self._full(segment):
                 self._cond.wait(timeout=1.0)
             if self.stopped:
                 return False
@@ -559,6 +570,8 @@ class _SegmentBoard:
                     raise self._error
                 items = self._items.get(segment)
                 if items:
+                    if len(items) >= self.hold:
+                        self._cond.notify_all()  # its decoder may be waiting for room
                     return items.popleft()
                 if segment in self._done:
                     del self._items[segment]
@@ -699,9 +712,8 @@ class PyAVReader(SampledReader):
                                                hold=hold * workers)
         else:
             produced = self._frames_in_one_decoder(av, plan, wanted, check)
-        if transform is not None and not fused:
-            produced = ordered_map(produced, transform, pool,
-                                   depth=(buffer_frames or 2) * pool + 1)
+        if transform is not None and not fused:  # frames wait for the pool: keep it short
+            produced = ordered_map(produced, transform, pool, depth=_pool_depth(pool))
         last = -1
         try:
             for number, item in produced:
