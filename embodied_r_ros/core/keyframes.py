@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -71,6 +70,7 @@ import numpy as np
 
 from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.keyframe_overlap import overlap_fraction, project_corners
+from embodied_r_ros.core.shards import available_cores
 from embodied_r_ros.core.video_frames import (
     FastDecodeUnavailable,
     VideoInfo,
@@ -588,14 +588,6 @@ class VideoKeyFrames:
     packets_decoded: int = 0
 
 
-def default_workers() -> int:
-    """ORB worker threads for whole-clip extraction: the CPUs this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 @dataclass
 class _Selection:
     kept: list[int]
@@ -710,7 +702,7 @@ def extract_keyframes_from_video(
     """
     started = time.perf_counter()
     params = params if params is not None else KeyFrameParams()
-    n_workers = default_workers() if workers is None else int(workers)
+    n_workers = available_cores() if workers is None else int(workers)
     if n_workers < 1:
         raise InvalidRequestError(f"workers must be >= 1, got {workers!r}")
     strategies = strategies_for(fast_decode, decoder)

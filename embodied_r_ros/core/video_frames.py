@@ -67,6 +67,7 @@ import numpy as np
 
 from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.ordered_map import ordered_map
+from embodied_r_ros.core.shards import available_cores
 
 INTRA_FOURCCS = frozenset({"MJPG", "mjpg", "MJPA", "AVRn", "jpeg", "JPEG", "dmb1"})
 STRATEGIES = ("pyav", "intra", "sequential")
@@ -210,11 +211,6 @@ def make_reader(strategy: str, info: VideoInfo, wanted: Sequence[int],
     raise InvalidRequestError(f"unknown decode strategy {strategy!r}; use one of {STRATEGIES}")
 
 
-def _pool_depth(workers: int) -> int:
-    """Frames that may wait for, or be in, a transform pool of `workers` threads."""
-    return 2 * workers + 1
-
-
 class SampledReader:
     """Base: `frames()` yields (frame number, BGR) for the wanted numbers, in order;
     `frames(transform)` yields (frame number, transform(number, BGR)) instead, with the
@@ -231,12 +227,7 @@ class SampledReader:
     def worker_threads(self) -> int:
         """Threads for the transform (and PyAV's segment decoders): `threads`, or one per
         CPU this process may use when 0."""
-        if self.threads > 0:
-            return self.threads
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except (AttributeError, OSError):
-            return max(1, os.cpu_count() or 1)
+        return self.threads if self.threads > 0 else available_cores()
 
     def frames(self, transform: Transform | None = None,
                *, buffer_frames: int | None = None) -> Iterator[tuple[int, Any]]:
@@ -249,7 +240,7 @@ class SampledReader:
         if transform is None:
             return source
         workers = self.worker_threads()
-        return ordered_map(source, transform, workers, depth=_pool_depth(workers))
+        return ordered_map(source, transform, workers)  # 2 * workers + 1 frames at most
 
     def _decoded(self) -> Iterator[tuple[int, np.ndarray]]:
         raise NotImplementedError
@@ -713,7 +704,7 @@ class PyAVReader(SampledReader):
         else:
             produced = self._frames_in_one_decoder(av, plan, wanted, check)
         if transform is not None and not fused:  # frames wait for the pool: keep it short
-            produced = ordered_map(produced, transform, pool, depth=_pool_depth(pool))
+            produced = ordered_map(produced, transform, pool)
         last = -1
         try:
             for number, item in produced:
