@@ -10,6 +10,7 @@ decoding, selection), peak RSS and the speed-up against the baseline.
     python -m bench.bench_keyframes --minutes 1 10 --codec mp4v # OpenCV's MPEG-4 writer
     python -m bench.bench_keyframes --quick                     # 20 s MJPEG clip, smoke check
     python -m bench.bench_keyframes --clips DIR ...             # keep / reuse clips in DIR
+    python -m bench.bench_keyframes --cpus 1 2 ...              # one table per CPU count
 
 Codecs: h264 (libx264 via PyAV, default preset, 3 B-frames with b-pyramid), hevc (libx265),
 mp4v (cv2.VideoWriter, .mp4), MJPG (cv2.VideoWriter, .avi).
@@ -143,11 +144,21 @@ def write_clip(path: Path, minutes: float, width: int, height: int, fps: int, co
     return write_video(path, frames, fps, codec)
 
 
-def run_impl(impl: str, video: Path) -> dict:
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on, in order."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def run_impl(impl: str, video: Path, cpus: int | None = None) -> dict:
+    """One implementation in a fresh process; with `cpus`, pinned to the first that many
+    usable CPUs (both implementations then see only those: OpenCV, FFmpeg and our worker
+    count all read the affinity mask)."""
+    pinned = set(usable_cpus()[:cpus]) if cpus else None
     started = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "bench.bench_keyframes", "--child", impl, str(video)],
         cwd=REPO, capture_output=True, text=True, check=False,
+        preexec_fn=(lambda: os.sched_setaffinity(0, pinned)) if pinned else None,
     )
     wall = time.perf_counter() - started
     if proc.returncode != 0:
@@ -178,15 +189,27 @@ def bench_one(minutes: float, args: argparse.Namespace, folder: Path) -> bool:
     print(f"\n== {minutes:g} min, {args.width}x{args.height} @ {args.fps} fps, {args.codec} "
           f"({size_mb:.0f} MB{f', written in {gen_s:.0f} s' if gen_s else ', reused'}) ==",
           flush=True)
+    ok = True
+    for cpus in args.cpus or [None]:
+        ok &= _bench_on(video, args, cpus)
+    if not args.clips:
+        video.unlink()
+    return ok
+
+
+def _bench_on(video: Path, args: argparse.Namespace, cpus: int | None) -> bool:
+    """Runs and prints the table for one CPU count (None: all usable CPUs)."""
     load_before = os.getloadavg()[0]
     runs: dict[str, list[dict]] = {impl: [] for impl in args.impls}
     for _ in range(args.repeat):
         for impl in args.impls:
-            runs[impl].append(run_impl(impl, video))
+            runs[impl].append(run_impl(impl, video, cpus))
     rows = {impl: _median_row(r) for impl, r in runs.items()}
     ref = rows.get("reference")
-    print(f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on "
-          f"{os.cpu_count()} CPUs; times are wall times, CPU is user + system of the process)")
+    n_cpus = len(usable_cpus()[:cpus]) if cpus else len(usable_cpus())
+    print(f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; each run "
+          f"{'pinned to' if cpus else 'on all'} {n_cpus} CPUs; times are wall times, CPU is "
+          "user + system of the process)")
     print(f"{'implementation':<13} {'strategy':<10} {'total s':>8} {'decode s':>9} {'select s':>9} "
           f"{'CPU s':>7} {'peak RSS MB':>12} {'speed-up':>9} {'CPU ratio':>10} {'RSS ratio':>10}"
           "  same indices")
@@ -206,8 +229,6 @@ def bench_one(minutes: float, args: argparse.Namespace, folder: Path) -> bool:
     first = next(iter(rows.values()))
     print(f"sampled frames: {first['n_sampled']}; key frames: {len(first['sampled_indices'])} "
           f"{first['sampled_indices']}", flush=True)
-    if not args.clips:
-        video.unlink()
     return all(r["sampled_indices"] == first["sampled_indices"]
                and r["source_frames"] == first["source_frames"] and r["same_runs"]
                for r in rows.values())
@@ -229,7 +250,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per implementation (median)")
     parser.add_argument("--clips", type=Path, default=None,
                         help="folder to keep clips in and reuse them from (default: temporary)")
+    parser.add_argument("--cpus", type=int, nargs="+", default=None,
+                        help="pin each run to the first N usable CPUs, one table per N "
+                             "(e.g. --cpus 1 2: how the speed-up grows with cores); "
+                             "default: all usable CPUs")
     args = parser.parse_args(argv)
+    usable = len(usable_cpus())
+    for n in args.cpus or []:
+        if not 1 <= n <= usable:
+            parser.error(f"--cpus {n}: this process may use 1 to {usable} CPUs")
     if args.quick:
         args.minutes, args.codec = [20 / 60], "MJPG"
     folder = args.clips or Path(tempfile.mkdtemp(prefix="bench_keyframes_"))
