@@ -206,10 +206,9 @@ def _bench_on(video: Path, args: argparse.Namespace, cpus: int | None) -> bool:
             runs[impl].append(run_impl(impl, video, cpus))
     rows = {impl: _median_row(r) for impl, r in runs.items()}
     ref = rows.get("reference")
-    n_cpus = len(usable_cpus()[:cpus]) if cpus else len(usable_cpus())
+    where = f"pinned to {cpus}" if cpus else f"on all {len(usable_cpus())}"
     print(f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; each run "
-          f"{'pinned to' if cpus else 'on all'} {n_cpus} CPUs; times are wall times, CPU is "
-          "user + system of the process)")
+          f"{where} CPUs; times are wall times, CPU is user + system of the process)")
     print(f"{'implementation':<13} {'strategy':<10} {'total s':>8} {'decode s':>9} {'select s':>9} "
           f"{'CPU s':>7} {'peak RSS MB':>12} {'speed-up':>9} {'CPU ratio':>10} {'RSS ratio':>10}"
           "  same indices")

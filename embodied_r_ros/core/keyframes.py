@@ -63,7 +63,7 @@ import time
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 import cv2
 import numpy as np
@@ -73,6 +73,7 @@ from embodied_r_ros.core.keyframe_overlap import overlap_fraction, project_corne
 from embodied_r_ros.core.shards import available_cores
 from embodied_r_ros.core.video_frames import (
     FastDecodeUnavailable,
+    Frames,
     VideoInfo,
     make_reader,
     probe_video_and_first_frame,
@@ -617,7 +618,7 @@ class _FeatureTransform:
 
 
 def _select_stream(
-    frames: Iterator[tuple[int, tuple[FrameFeatures, np.ndarray | None]]],
+    frames: Frames,
     params: KeyFrameParams,
     *,
     keep_images: bool,
@@ -648,9 +649,7 @@ def _select_stream(
                     out.cache[position] = rgb
             del bgr
     finally:
-        close = getattr(frames, "close", None)
-        if close is not None:
-            close()  # stops the decoders now, also when selection stopped early
+        frames.close()  # stops the decoders now, also when selection stopped early
     return out
 
 

@@ -193,6 +193,9 @@ class DecodeStats:
 FirstFrame = Callable[[], "np.ndarray | None"]
 # Applied to each wanted frame as (frame number, BGR image), on a worker thread.
 Transform = Callable[[int, np.ndarray], Any]
+# What `frames()` returns: (frame number, BGR or transform result), in order; closing it
+# early stops the decoding at once.
+Frames = Generator[tuple[int, Any], None, None]
 
 
 def make_reader(strategy: str, info: VideoInfo, wanted: Sequence[int],
@@ -230,7 +233,7 @@ class SampledReader:
         return self.threads if self.threads > 0 else available_cores()
 
     def frames(self, transform: Transform | None = None,
-               *, buffer_frames: int | None = None) -> Iterator[tuple[int, Any]]:
+               *, buffer_frames: int | None = None) -> Frames:
         """The wanted frames in increasing order: (number, BGR uint8), or (number,
         transform(number, BGR)) with a transform. `buffer_frames`: results of the transform
         that may wait for the consumer per decoder thread where the decoder threads run
@@ -242,7 +245,7 @@ class SampledReader:
         workers = self.worker_threads()
         return ordered_map(source, transform, workers)  # 2 * workers + 1 frames at most
 
-    def _decoded(self) -> Iterator[tuple[int, np.ndarray]]:
+    def _decoded(self) -> Generator[tuple[int, np.ndarray], None, None]:
         raise NotImplementedError
 
 
@@ -254,7 +257,7 @@ class OpenCVSequentialReader(SampledReader):
 
     strategy = "sequential"
 
-    def _decoded(self) -> Iterator[tuple[int, np.ndarray]]:
+    def _decoded(self) -> Generator[tuple[int, np.ndarray], None, None]:
         if not self.wanted:
             return
         wanted = set(self.wanted)
@@ -338,7 +341,7 @@ class OpenCVIntraReader(SampledReader):
                 or not np.array_equal(got, expected):
             raise FastDecodeUnavailable("packet decode differs from cap.read() on frame 0")
 
-    def _decoded(self) -> Iterator[tuple[int, np.ndarray]]:
+    def _decoded(self) -> Generator[tuple[int, np.ndarray], None, None]:
         if not self.wanted:
             return
         decoder = _PacketDecoder()
@@ -666,7 +669,7 @@ class PyAVReader(SampledReader):
         return _Plan(pts, rank, send, nonref, last_sent, dict(zip(pts, rank)), segments)
 
     def frames(self, transform: Transform | None = None,
-               *, buffer_frames: int | None = None) -> Iterator[tuple[int, Any]]:
+               *, buffer_frames: int | None = None) -> Frames:
         if not self.wanted:
             return
         av = self._av()
