@@ -61,13 +61,13 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from operator import attrgetter
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import cv2
 import numpy as np
 
+from embodied_r_ros.core.descriptor_matching import cross_checked_matches
 from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.keyframe_overlap import overlap_fraction, project_corners
 from embodied_r_ros.core.shards import available_cores
@@ -341,9 +341,6 @@ def detect_features_threadsafe(gray: np.ndarray) -> FrameFeatures:
     return detect_features(gray, orb)
 
 
-_BY_DISTANCE = attrgetter("distance")
-
-
 class StreamingKeyFrameSelector:
     """Decides frame by frame whether a sampled frame is a new key frame (rules 2-4 of the
     module docstring, minus appending the last frame, which needs the end of the clip).
@@ -356,7 +353,6 @@ class StreamingKeyFrameSelector:
     def __init__(self, params: KeyFrameParams | None = None) -> None:
         self.params = params if params is not None else KeyFrameParams()
         self._orb = cv2.ORB.create()
-        self._matcher = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
         self.reset()
 
     def reset(self) -> None:
@@ -392,12 +388,12 @@ class StreamingKeyFrameSelector:
             return KeyFrameDecision(True, -1.0, REASON_FIRST)
         if key.descriptors is None or current.descriptors is None:
             return KeyFrameDecision(True, -1.0, REASON_NO_FEATURES)
-        matches = sorted(self._matcher.match(key.descriptors, current.descriptors),
-                         key=_BY_DISTANCE)
+        # The reference's BFMatcher(NORM_HAMMING, crossCheck=True) pairs, sorted by distance.
+        matches = cross_checked_matches(key.descriptors, current.descriptors).by_distance()
         if len(matches) <= self.params.min_matches:
             return KeyFrameDecision(True, -1.0, REASON_FEW_MATCHES)
-        key_points = key.points[[m.queryIdx for m in matches]].reshape(-1, 1, 2)
-        current_points = current.points[[m.trainIdx for m in matches]].reshape(-1, 1, 2)
+        key_points = key.points[matches.query_idx].reshape(-1, 1, 2)
+        current_points = current.points[matches.train_idx].reshape(-1, 1, 2)
         try:
             homography, _ = cv2.findHomography(
                 current_points, key_points, cv2.RANSAC,
