@@ -12,10 +12,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from embodied_r_ros.core import descriptor_matching  # noqa: E402
 from embodied_r_ros.core.descriptor_matching import (  # noqa: E402
     Matches,
     cross_checked_matches,
     hamming_distances,
+    numpy_matches,
+    opencv_matches,
 )
 
 from keyframe_clips import Pose, make_texture, render  # noqa: E402
@@ -33,7 +36,27 @@ def _ours(matches: Matches) -> list[tuple[int, int, float]]:
                     matches.distance.astype(float).tolist()))
 
 
-def test_worked_example_with_ties() -> None:
+BOTH = pytest.mark.parametrize("matcher", [numpy_matches, opencv_matches],
+                               ids=["numpy", "opencv"])
+
+
+def test_numpy_2_uses_the_numpy_matcher_and_older_numpy_opencv(monkeypatch) -> None:  # noqa: ANN001
+    # The CI installs numpy 2; a ROS robot install pins the apt numpy (1.26: no bitwise_count).
+    assert descriptor_matching.HAS_BITWISE_COUNT
+    query = np.array([[0b0000], [0b0011], [0b1111]], np.uint8)
+    train = np.array([[0b0001], [0b0010], [0b1111]], np.uint8)
+    calls = []
+    monkeypatch.setattr(descriptor_matching, "opencv_matches",
+                        lambda q, t: calls.append("opencv") or opencv_matches(q, t))
+    assert _ours(cross_checked_matches(query, train)) == [(0, 0, 1.0), (2, 2, 0.0)]
+    assert calls == []
+    monkeypatch.setattr(descriptor_matching, "HAS_BITWISE_COUNT", False)
+    assert _ours(cross_checked_matches(query, train)) == [(0, 0, 1.0), (2, 2, 0.0)]
+    assert calls == ["opencv"]
+
+
+@BOTH
+def test_worked_example_with_ties(matcher) -> None:  # noqa: ANN001
     # One-byte descriptors (padded to 8 bytes inside). Distances query x train:
     #   q0=0b0000: t0=0b0001 -> 1, t1=0b0010 -> 1, t2=0b1111 -> 4
     #   q1=0b0011: t0 -> 1, t1 -> 1, t2 -> 2
@@ -43,20 +66,21 @@ def test_worked_example_with_ties() -> None:
     query = np.array([[0b0000], [0b0011], [0b1111]], np.uint8)
     train = np.array([[0b0001], [0b0010], [0b1111]], np.uint8)
     assert hamming_distances(query, train).tolist() == [[1, 1, 4], [1, 1, 2], [3, 3, 0]]
-    assert _ours(cross_checked_matches(query, train)) == [(0, 0, 1.0), (2, 2, 0.0)]
+    assert _ours(matcher(query, train)) == [(0, 0, 1.0), (2, 2, 0.0)]
     assert _opencv(query, train) == [(0, 0, 1.0), (2, 2, 0.0)]
 
 
-def test_nearest_one_way_is_not_enough() -> None:
+@BOTH
+def test_nearest_one_way_is_not_enough(matcher) -> None:  # noqa: ANN001
     # t0's nearest query is q0 (distance 2), but q0's nearest train is t1 (distance 1):
     # no pair for q0 and none for t0, as OpenCV's cross-check gives.
     query = np.array([[0b0000_0000]], np.uint8)
     train = np.array([[0b0000_0011], [0b0000_0001]], np.uint8)
-    assert _ours(cross_checked_matches(query, train)) == [(0, 1, 1.0)]
+    assert _ours(matcher(query, train)) == [(0, 1, 1.0)]
     assert _opencv(query, train) == [(0, 1, 1.0)]
     query = np.array([[0b0000_0000], [0b0000_0011]], np.uint8)
     train = np.array([[0b0000_0111]], np.uint8)
-    assert _ours(cross_checked_matches(query, train)) == _opencv(query, train) == [(1, 0, 1.0)]
+    assert _ours(matcher(query, train)) == _opencv(query, train) == [(1, 0, 1.0)]
 
 
 def test_same_as_opencv_on_tie_heavy_random_sets() -> None:
@@ -98,11 +122,14 @@ def test_same_as_opencv_on_orb_descriptors_of_moving_views() -> None:
     assert _ours(cross_checked_matches(full, zero)) == _opencv(full, zero) == [(0, 0, 256.0)]
 
 
-def test_empty_sets_and_bad_input() -> None:
+@BOTH
+def test_empty_sets_and_bad_input(matcher) -> None:  # noqa: ANN001
     some = np.zeros((3, 32), np.uint8)
-    assert len(cross_checked_matches(some, np.zeros((0, 32), np.uint8))) == 0
-    assert len(cross_checked_matches(np.zeros((0, 32), np.uint8), some)) == 0
+    assert len(matcher(some, np.zeros((0, 32), np.uint8))) == 0
+    assert len(matcher(np.zeros((0, 32), np.uint8), some)) == 0
     with pytest.raises(ValueError, match="uint8"):
-        cross_checked_matches(some.astype(np.float32), some)
+        matcher(some.astype(np.float32), some)
+    with pytest.raises(ValueError, match="uint8"):
+        matcher(some, some[0])
     with pytest.raises(ValueError, match="widths differ"):
-        cross_checked_matches(some, np.zeros((3, 16), np.uint8))
+        matcher(some, np.zeros((3, 16), np.uint8))

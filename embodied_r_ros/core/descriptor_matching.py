@@ -19,13 +19,20 @@ OpenCV, ties included, is tested against `cv2.BFMatcher` itself
 
 Memory: the full distance matrix is built, 2 bytes per pair plus 9 bytes of scratch per
 pair (ORB's default cap of 500 features per frame: under 3 MB).
+
+numpy before 2.0 (the apt numpy a ROS robot install pins, 1.26 on Ubuntu 24.04) has no
+`np.bitwise_count`; there the matches come from `cv2.BFMatcher` itself, converted to the
+same arrays.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
+
+HAS_BITWISE_COUNT = hasattr(np, "bitwise_count")  # numpy >= 2.0
 
 
 @dataclass(frozen=True)
@@ -47,12 +54,22 @@ class Matches:
         return Matches(self.query_idx[order], self.train_idx[order], self.distance[order])
 
 
+def _no_matches() -> Matches:
+    return Matches(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+def _check(query: np.ndarray, train: np.ndarray) -> None:
+    for descriptors in (query, train):
+        if not isinstance(descriptors, np.ndarray) or descriptors.dtype != np.uint8 \
+                or descriptors.ndim != 2:
+            raise ValueError("binary descriptors must be a 2-D uint8 array (one row each)")
+    if query.shape[1] != train.shape[1]:
+        raise ValueError(f"descriptor widths differ: {query.shape[1]} and {train.shape[1]} bytes")
+
+
 def _as_words(descriptors: np.ndarray) -> np.ndarray:
     """(N, B) uint8 descriptors as (W, N) uint64 words, one row per word (zero-padded to a
     multiple of 8 bytes: zero bytes never differ, so distances are unchanged)."""
-    if not isinstance(descriptors, np.ndarray) or descriptors.dtype != np.uint8 \
-            or descriptors.ndim != 2:
-        raise ValueError("binary descriptors must be a 2-D uint8 array (one row each)")
     n, width = descriptors.shape
     padded_width = -(-width // 8) * 8
     if padded_width != width:
@@ -64,10 +81,9 @@ def _as_words(descriptors: np.ndarray) -> np.ndarray:
 
 def hamming_distances(query: np.ndarray, train: np.ndarray) -> np.ndarray:
     """(len(query), len(train)) uint16 matrix of bit differences between (N, B) uint8
-    descriptor rows (B bytes each, the same B for both)."""
+    descriptor rows (B bytes each, the same B for both). Needs numpy >= 2.0."""
+    _check(query, train)
     q_words, t_words = _as_words(query), _as_words(train)
-    if q_words.shape[0] != t_words.shape[0]:
-        raise ValueError(f"descriptor widths differ: {query.shape[1]} and {train.shape[1]} bytes")
     shape = (q_words.shape[1], t_words.shape[1])
     distances = np.zeros(shape, np.uint16)
     xor = np.empty(shape, np.uint64)
@@ -79,12 +95,11 @@ def hamming_distances(query: np.ndarray, train: np.ndarray) -> np.ndarray:
     return distances
 
 
-def cross_checked_matches(query: np.ndarray, train: np.ndarray) -> Matches:
-    """What `cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True).match(query, train)` returns,
-    as arrays (see the module docstring for the rule). Either set may be empty."""
+def numpy_matches(query: np.ndarray, train: np.ndarray) -> Matches:
+    """The cross-checked pairs computed from `hamming_distances` (numpy >= 2.0)."""
+    _check(query, train)
     if len(query) == 0 or len(train) == 0:
-        empty = np.empty(0, np.int64)
-        return Matches(empty, empty, empty)
+        return _no_matches()
     distances = hamming_distances(query, train)
     nearest_train = distances.argmin(axis=1)  # argmin: the first minimum, lowest index
     nearest_query = distances.argmin(axis=0)
@@ -93,3 +108,23 @@ def cross_checked_matches(query: np.ndarray, train: np.ndarray) -> Matches:
     train_idx = nearest_train[kept]
     return Matches(kept.astype(np.int64), train_idx.astype(np.int64),
                    distances[kept, train_idx].astype(np.int64))
+
+
+def opencv_matches(query: np.ndarray, train: np.ndarray) -> Matches:
+    """The cross-checked pairs from `cv2.BFMatcher` (used where numpy is older than 2.0)."""
+    _check(query, train)
+    if len(query) == 0 or len(train) == 0:
+        return _no_matches()
+    found = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True).match(query, train)
+    return Matches(np.array([m.queryIdx for m in found], np.int64),
+                   np.array([m.trainIdx for m in found], np.int64),
+                   np.array([m.distance for m in found], np.float64).astype(np.int64))
+
+
+def cross_checked_matches(query: np.ndarray, train: np.ndarray) -> Matches:
+    """What `cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True).match(query, train)` returns,
+    as arrays (see the module docstring for the rule). Either set may be empty; anything
+    but two 2-D uint8 arrays of the same width raises ValueError."""
+    if HAS_BITWISE_COUNT:
+        return numpy_matches(query, train)
+    return opencv_matches(query, train)
