@@ -75,7 +75,7 @@ def test_worked_example_with_ties(matcher) -> None:  # noqa: ANN001
 @BOTH
 def test_nearest_one_way_is_not_enough(matcher) -> None:  # noqa: ANN001
     # t0's nearest query is q0 (distance 2), but q0's nearest train is t1 (distance 1):
-    # no pair for q0 and none for t0, as OpenCV's cross-check gives.
+    # t0 gets no pair, q0 pairs with t1, as OpenCV's cross-check gives.
     query = np.array([[0b0000_0000]], np.uint8)
     train = np.array([[0b0000_0011], [0b0000_0001]], np.uint8)
     assert _ours(matcher(query, train)) == [(0, 1, 1.0)]
@@ -119,7 +119,7 @@ def test_same_as_opencv_on_orb_descriptors_of_moving_views() -> None:
             assert _ours(ours) == _opencv(query, train)
             expected = sorted(_opencv(query, train), key=lambda m: m[2])  # stable, as the reference
             assert _ours(ours.by_distance()) == expected
-    # With 500 descriptors on each side and the all-256-bits distance (needs 16 bits).
+    # The largest distance, all 256 bits different, needs more than 8 bits.
     full = np.full((1, 32), 255, np.uint8)
     zero = np.zeros((1, 32), np.uint8)
     assert hamming_distances(full, zero).tolist() == [[256]]

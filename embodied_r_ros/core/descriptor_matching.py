@@ -83,6 +83,11 @@ def hamming_distances(query: np.ndarray, train: np.ndarray) -> np.ndarray:
     """(len(query), len(train)) uint16 matrix of bit differences between (N, B) uint8
     descriptor rows (B bytes each, the same B for both). Needs numpy >= 2.0."""
     _check(query, train)
+    return _distances(query, train)
+
+
+def _distances(query: np.ndarray, train: np.ndarray) -> np.ndarray:
+    """`hamming_distances` of descriptors already checked."""
     q_words, t_words = _as_words(query), _as_words(train)
     shape = (q_words.shape[1], t_words.shape[1])
     distances = np.zeros(shape, np.uint16)
@@ -100,7 +105,7 @@ def numpy_matches(query: np.ndarray, train: np.ndarray) -> Matches:
     _check(query, train)
     if len(query) == 0 or len(train) == 0:
         return _no_matches()
-    distances = hamming_distances(query, train)
+    distances = _distances(query, train)
     nearest_train = distances.argmin(axis=1)  # argmin: the first minimum, lowest index
     nearest_query = distances.argmin(axis=0)
     rows = np.arange(distances.shape[0])
@@ -118,7 +123,7 @@ def opencv_matches(query: np.ndarray, train: np.ndarray) -> Matches:
     found = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True).match(query, train)
     return Matches(np.array([m.queryIdx for m in found], np.int64),
                    np.array([m.trainIdx for m in found], np.int64),
-                   np.array([m.distance for m in found], np.float64).astype(np.int64))
+                   np.array([int(m.distance) for m in found], np.int64))
 
 
 def cross_checked_matches(query: np.ndarray, train: np.ndarray) -> Matches:
