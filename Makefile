@@ -15,18 +15,20 @@ setup:
 demo: setup
 	$(ENV) python -m embodied_r_ros.cli demo $(DEMO_ARGS)
 
+# One pytest-xdist worker per core, at most 4 (TEST_WORKERS=1: one process); a test file
+# stays on one worker, so its module fixtures (a launched graph, a served model) start once.
+TEST_WORKERS ?= $(shell nproc 2>/dev/null | awk '{print ($$1 > 4) ? 4 : $$1}')
 test: setup
-	$(ENV) python -m pytest test $(PYTEST_ARGS)
+	$(ENV) python -m pytest test -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# The suite through colcon (ament_cmake_pytest), as ROS developers run it.
+# The suite through colcon (ament_cmake_pytest), as ROS developers run it, on the build
+# `make setup` made (BUILD_TESTING=ON).
 colcon-test: setup
-	$(ENV) cd .ros_ws && colcon --log-base log build --base-paths src --cmake-args -DBUILD_TESTING=ON \
-	  -DPython3_EXECUTABLE=$$VIRTUAL_ENV/bin/python > last_test_build.log 2>&1 && \
-	  colcon --log-base log test --base-paths src --packages-select embodied_r_ros \
+	$(ENV) cd .ros_ws && colcon --log-base log test --base-paths src --packages-select embodied_r_ros \
 	  --event-handlers console_direct+ && colcon --log-base log test-result --verbose
 
 test-quick: setup
-	$(ENV) python -m pytest test -m "not slow" $(PYTEST_ARGS)
+	$(ENV) python -m pytest test -m "not slow" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench-keyframes: setup
 	$(ENV) python -m bench.bench_keyframes --minutes 1

@@ -62,7 +62,10 @@ fi
 # source tree during development (scripts/env.sh puts it first on PYTHONPATH).
 # The stamp covers the names AND contents of everything colcon installs.
 build_inputs=(package.xml CMakeLists.txt msg/* srv/* action/* launch/*.py scripts/*_node)
-want="$( (printf '%s\n' "${build_inputs[@]}"; cat "${build_inputs[@]}";
+# BUILD_TESTING=ON registers the suite with ctest, so `colcon test` (and `make colcon-test`)
+# run on this very build without a second configure; the arguments are part of the stamp.
+cmake_args=(-DBUILD_TESTING=ON -DPython3_EXECUTABLE="$VENV/bin/python")
+want="$( (printf '%s\n' "${cmake_args[@]}" "${build_inputs[@]}"; cat "${build_inputs[@]}";
           find embodied_r_ros config -type f \( -name '*.py' -o -name '*.yaml' \) | sort |
           while read -r f; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -c1-16)"
 if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/embodied_r_ros/share/embodied_r_ros/package.xml" ]; then
@@ -76,7 +79,7 @@ if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/e
     cd "$WS"
     export PATH="$VENV/bin:$PATH" CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV"
     "$VENV/bin/colcon" --log-base log build --base-paths src \
-      --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VENV/bin/python" \
+      --cmake-args "${cmake_args[@]}" \
       > "$WS/last_build.log" 2>&1 || { tail -40 "$WS/last_build.log"; echo "setup: colcon build failed; full log: $WS/last_build.log" >&2; exit 1; }
   )
   echo "$want" > "$STAMPS/colcon"
