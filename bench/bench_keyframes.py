@@ -24,7 +24,8 @@ conversion; grey + ORB + decisions), which run side by side and so add up to mor
 the total.
 CPU: user + system seconds of the process; on a machine shared with other work the wall
 ratio falls toward the CPU ratio, so both are printed, with the load average.
-With --repeat N each implementation runs N times, interleaved, and the median is shown.
+With --repeat N each implementation runs N times, interleaved, and the median is shown,
+followed by the speed-up within each round (reference and ours back to back) and its median.
 """
 
 from __future__ import annotations
@@ -225,6 +226,15 @@ def _bench_on(video: Path, args: argparse.Namespace, cpus: int | None) -> bool:
               f"{cpu:>9.2f}x {mem:>9.1f}x  {same}")
         for note in row.get("fallbacks", []):
             print(f"    fallback: {note}")
+    if ref and args.repeat > 1:
+        # Each round runs the implementations back to back, so the ratio within a round is
+        # less affected by the machine getting busier or quieter between rounds.
+        for impl in args.impls:
+            if impl != "reference":
+                paired = [r["seconds"] / o["seconds"] for r, o in zip(runs["reference"], runs[impl])]
+                print(f"{impl}: speed-up within each round "
+                      f"{', '.join(f'{x:.2f}x' for x in paired)} (median "
+                      f"{statistics.median(paired):.2f}x)")
     first = next(iter(rows.values()))
     print(f"sampled frames: {first['n_sampled']}; key frames: {len(first['sampled_indices'])} "
           f"{first['sampled_indices']}", flush=True)
