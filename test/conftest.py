@@ -94,3 +94,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.models)
         if "GraphProcesses(" in text or "embodied_r(" in text or path.stem in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+    # Files with slow tests run first: pytest-xdist (--dist loadfile) hands out files in
+    # this order, so the long ones start early instead of leaving one worker busy at the end.
+    slow_files = {str(item.fspath) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: str(item.fspath) not in slow_files)  # stable: order kept within
