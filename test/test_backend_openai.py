@@ -230,13 +230,13 @@ def test_429_is_retried_but_400_is_not(scripted) -> None:
 
 def test_timeout(scripted) -> None:
     url, script = scripted
-    script.delay_s = 1.5
+    script.delay_s = 4.0
     reasoner = make_reasoner(_spec(url, "m", timeout_s=0.3, max_retries=0))
     try:
         start = time.monotonic()
         with pytest.raises(RequestTimeoutError, match="timeout_s=0.3"):
             reasoner.generate(MESSAGES, GREEDY)
-        assert time.monotonic() - start < 1.4
+        assert time.monotonic() - start < 3.0  # the server answers only after 4 s
     finally:
         reasoner.close()
 

@@ -258,7 +258,7 @@ def test_hung_model_does_not_block_the_next_batch(reasoner):
         assert cr(["<think>HANG pick A</think><answer>A</answer>"], ["A"], [Q3]) == [0.0]
         # The only worker is still stuck in the model; a fresh pool serves this batch.
         assert cr(["<think>pick A, after hang</think><answer>A</answer>"], ["A"], [Q3]) == [1.0]
-        assert time.monotonic() - start < 2.0
+        assert time.monotonic() - start < 4.0  # the hung call holds its worker for 5 s
         assert cr.stats.fallbacks == {"timeout": 1}
     finally:
         reasoner.release.set()
