@@ -232,7 +232,7 @@ PAPER_GRPO = {
     "optim": "adamw_torch", "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_epsilon": 1e-8, "max_grad_norm": 1.0,
     "temperature": 1.0, "top_k": 50, "top_p": 0.9, "repetition_penalty": 1.0, "num_generations": 8,
     "beta": 0.001, "epsilon": 0.2, "num_iterations": 1, "loss_type": "grpo", "scale_rewards": "group",
-    "max_completion_length": 2048, "num_train_epochs": 12, "bf16": True, "gradient_checkpointing": True,
+    "max_completion_length": 2048, "num_train_epochs": 12, "bf16": True, "activation_checkpointing": True,
     "eval_strategy": "steps", "eval_steps": 100, "num_generations_eval": 8, "use_vllm": True,
     "vllm_importance_sampling_correction": False, "mask_truncated_completions": False,
 }
@@ -267,7 +267,8 @@ def test_paper_config_sets_every_generation_and_optimiser_value():
     got["optim"] = str(getattr(args.optim, "value", args.optim))
     got["eval_strategy"] = str(getattr(args.eval_strategy, "value", args.eval_strategy))
     assert got == PAPER_GRPO
-    defaults = GRPOConfig(output_dir="/tmp/unused", use_cpu=True, report_to="none")
+    defaults = GRPOConfig(output_dir="/tmp/unused", use_cpu=True, report_to="none",
+                          activation_checkpointing=True)
     differs = [k for k in ("top_k", "top_p", "weight_decay", "adam_beta2", "loss_type")
                if getattr(defaults, k) != got[k]]
     assert differs == ["top_k", "top_p", "weight_decay", "adam_beta2", "loss_type"]  # why the YAML sets them
@@ -294,6 +295,43 @@ def test_paper_config_sets_every_generation_and_optimiser_value():
     assert lrs[0] == 0.0 and lrs[25] == pytest.approx(2.5e-7) and lrs[50] == pytest.approx(5e-7)
     assert lrs[525] == pytest.approx(2.5e-7, rel=1e-3)  # halfway through the cosine decay
     assert lrs[-1] < 1e-9
+
+
+def _checkpointing_warnings(caught):
+    return [str(w.message) for w in caught if "gradient_checkpointing" in str(w.message)]
+
+
+def test_checkpointing_is_set_under_the_name_transformers_reads():
+    """transformers 5 renamed gradient_checkpointing to activation_checkpointing and, when
+    both are given, uses only the new name: the old name from a user's config or --set must
+    still take effect, and a contradiction must be an error, not silently ignored."""
+    import warnings
+
+    from embodied_r_training.errors import ConfigError
+    from embodied_r_training.grpo import build_grpo_config
+
+    base = {"output_dir": "/tmp/unused", "use_cpu": True, "bf16": False}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # The older name alone takes effect.
+        args = build_grpo_config({"grpo": dict(base, gradient_checkpointing=False)}, [1.0, 0.0, 0.0])
+        assert args.activation_checkpointing is False and args.gradient_checkpointing is False
+        # Neither name: TRL's default (on), set under the new name.
+        args = build_grpo_config({"grpo": dict(base)}, [1.0, 0.0, 0.0])
+        assert args.activation_checkpointing is True
+    assert _checkpointing_warnings(caught) == []
+    # The paper config says activation_checkpointing: true; the old name set to the same
+    # value agrees, set to the opposite contradicts it.
+    on_cpu = ["grpo.use_vllm=false", "grpo.use_cpu=true", "grpo.bf16=false",
+              "grpo.per_device_train_batch_size=8", "grpo.per_device_eval_batch_size=8"]
+    paper = load_config("paper_8gpu.yaml", ["grpo.gradient_checkpointing=true", *on_cpu])
+    assert build_grpo_config(paper, [1.0, 0.0, 0.0]).activation_checkpointing is True
+    paper = load_config("paper_8gpu.yaml", ["grpo.gradient_checkpointing=false"])
+    with pytest.raises(ConfigError, match="grpo.gradient_checkpointing = False and "
+                       "grpo.activation_checkpointing = True disagree"):
+        build_grpo_config(paper, [1.0, 0.0, 0.0])
+    paper = load_config("paper_8gpu.yaml", ["grpo.activation_checkpointing=false", *on_cpu])
+    assert build_grpo_config(paper, [1.0, 0.0, 0.0]).activation_checkpointing is False
 
 
 def test_vl3b_config_is_the_paper_config_with_the_reference_policy():
@@ -364,7 +402,7 @@ def test_grpo_trains_the_language_model_of_a_vlm(tiny_models, cached_train, tmp_
                "--set", "grpo.gradient_accumulation_steps=1", "--set", "grpo.num_generations=4",
                "--set", "grpo.max_completion_length=8", "--set", "grpo.max_steps=1",
                "--set", "grpo.eval_strategy=no", "--set", "grpo.save_strategy=no",
-               "--set", "grpo.gradient_checkpointing=false", "--set", "grpo.report_to=none"])
+               "--set", "grpo.activation_checkpointing=false", "--set", "grpo.report_to=none"])
     assert rc == 0
     assert is_extracted(tmp_path / "policy")
     summary = json.loads((out / "run_summary.json").read_text())

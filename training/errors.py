@@ -19,3 +19,8 @@ class MissingColumnError(DatasetFileError):
 
 class VideoSourceError(InvalidRequestError):
     """A video root does not exist or holds no videos, or a video cannot be opened."""
+
+
+class ConfigError(InvalidRequestError, ValueError):
+    """A training config (YAML plus --set overrides) asks for something contradictory or
+    unknown; the message names the keys and says which to keep."""

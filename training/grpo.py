@@ -89,11 +89,42 @@ def load_records_dataset(
     return Dataset.from_list(kept), stats
 
 
+# transformers 5 renamed these TrainingArguments (old name -> new name) and, when both are
+# given, silently uses the new one: `--set grpo.gradient_checkpointing=false` over a config
+# that says `activation_checkpointing: true` would change nothing.
+RENAMED_GRPO_KEYS = {
+    "gradient_checkpointing": "activation_checkpointing",
+    "gradient_checkpointing_kwargs": "activation_checkpointing_kwargs",
+}
+
+
+def resolve_renamed_keys(grpo: dict[str, Any], fields: Mapping[str, Any]) -> None:
+    """Give each key of RENAMED_GRPO_KEYS the one name the installed GRPOConfig (whose
+    dataclass `fields` are passed) reads, in place; ConfigError when both names are set
+    to different values. Where the new name exists and checkpointing is left unset, TRL's
+    own default is written under the new name, so transformers has no old name to warn of."""
+    from embodied_r_training.errors import ConfigError
+
+    for old, new in RENAMED_GRPO_KEYS.items():
+        if old in grpo and new in grpo and grpo[old] != grpo[new]:
+            raise ConfigError(
+                f"grpo.{old} = {grpo[old]!r} and grpo.{new} = {grpo[new]!r} disagree "
+                f"({old} is the older name of {new}); set only one of them (the config "
+                f"files use grpo.{new})."
+            )
+        keep, drop = (new, old) if new in fields else (old, new)
+        if drop in grpo:
+            grpo[keep] = grpo.pop(drop)
+    if "activation_checkpointing" in fields and "gradient_checkpointing" in fields:
+        grpo.setdefault("activation_checkpointing", fields["gradient_checkpointing"].default)
+
+
 def build_grpo_config(cfg: Mapping[str, Any], reward_weights: Sequence[float]) -> Any:
     """A `trl.GRPOConfig` from the `grpo` section plus model loading arguments."""
     from trl import GRPOConfig
 
     grpo = dict(cfg.get("grpo") or {})
+    resolve_renamed_keys(grpo, GRPOConfig.__dataclass_fields__)
     model_cfg = dict(cfg.get("model") or {})
     init_kwargs = dict(grpo.pop("model_init_kwargs", None) or {})
     if model_cfg.get("dtype"):
