@@ -22,5 +22,5 @@ class VideoSourceError(InvalidRequestError):
 
 
 class ConfigError(InvalidRequestError, ValueError):
-    """A training config (YAML plus --set overrides) asks for something contradictory or
-    unknown; the message names the keys and says which to keep."""
+    """A training config (YAML plus --set overrides) contradicts itself; the message names
+    the keys and says which to keep."""
