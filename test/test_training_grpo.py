@@ -297,10 +297,6 @@ def test_paper_config_sets_every_generation_and_optimiser_value():
     assert lrs[-1] < 1e-9
 
 
-def _checkpointing_warnings(caught):
-    return [str(w.message) for w in caught if "gradient_checkpointing" in str(w.message)]
-
-
 def test_checkpointing_is_set_under_the_name_transformers_reads():
     """transformers 5 renamed gradient_checkpointing to activation_checkpointing and, when
     both are given, uses only the new name: the old name from a user's config or --set must
@@ -308,8 +304,13 @@ def test_checkpointing_is_set_under_the_name_transformers_reads():
     import warnings
 
     from embodied_r_training.errors import ConfigError
-    from embodied_r_training.grpo import build_grpo_config
+    from embodied_r_training.grpo import build_grpo_config, resolve_renamed_keys
 
+    # A transformers 5 release from before the rename (no activation_checkpointing field):
+    # the new name is written back under the old one.
+    grpo = {"activation_checkpointing": False, "activation_checkpointing_kwargs": {"a": 1}}
+    resolve_renamed_keys(grpo, {"gradient_checkpointing": None, "gradient_checkpointing_kwargs": None})
+    assert grpo == {"gradient_checkpointing": False, "gradient_checkpointing_kwargs": {"a": 1}}
     base = {"output_dir": "/tmp/unused", "use_cpu": True, "bf16": False}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -319,7 +320,7 @@ def test_checkpointing_is_set_under_the_name_transformers_reads():
         # Neither name: TRL's default (on), set under the new name.
         args = build_grpo_config({"grpo": dict(base)}, [1.0, 0.0, 0.0])
         assert args.activation_checkpointing is True
-    assert _checkpointing_warnings(caught) == []
+    assert [str(w.message) for w in caught if "gradient_checkpointing" in str(w.message)] == []
     # The paper config says activation_checkpointing: true; the old name set to the same
     # value agrees, set to the opposite contradicts it.
     on_cpu = ["grpo.use_vllm=false", "grpo.use_cpu=true", "grpo.bf16=false",
