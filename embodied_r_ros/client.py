@@ -100,8 +100,8 @@ class GraphClient(Node):
                       cancel: threading.Event | None = None
                       ) -> tuple[int, AnswerSpatial.Result]:
         """Question as an action: feedback while it runs; set `cancel` to stop it.
-        Returns (GoalStatus code, result). A goal the node rejects (queue full) returns
-        (STATUS_ABORTED, a result with error_code BUSY)."""
+        Returns (GoalStatus code, result). A goal the node rejects (queue full, or the node
+        not active) returns (STATUS_ABORTED, a result with error_code BUSY)."""
         if not self.answer_client.wait_for_server(timeout_sec=10.0):
             raise GraphUnavailableError("action answer is not available; is the graph "
                                         "running and active?")
@@ -115,7 +115,8 @@ class GraphClient(Node):
 
             return GoalStatus.STATUS_ABORTED, AnswerSpatial.Result(
                 success=False, error_code=int(ErrorCode.BUSY),
-                message="the node rejected the question: too many questions in progress")
+                message="the node rejected the question: too many questions in progress, or "
+                        "the node is not active (its log says which)")
         result_future = handle.get_result_async()
         limit = time.monotonic() + (timeout_s if timeout_s > 0 else 300.0) + 30.0
         cancelled = False

@@ -84,9 +84,8 @@ class EmbodiedRNode(ManagedNode):
         if self.odometry is not None:
             self.entity(self.odometry.subscribe(self.tracked))
         group = ReentrantCallbackGroup()
-        self.entity(self.create_service(Trigger, self.params["services.reset"],
-                                        self.tracked("reset service", self._on_reset),
-                                        callback_group=group))
+        self.create_tracked_service(Trigger, self.params["services.reset"], "reset service",
+                                    self._on_reset, callback_group=group)
         self.questions.serve()
         self.episode_pub.publish(episode_msg(self, pipeline.episode_id, "", "startup"))
 

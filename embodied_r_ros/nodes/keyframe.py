@@ -62,12 +62,11 @@ class KeyFrameNode(ManagedNode):
                                   wrap=self.tracked)
         self.entity(self.camera.subscription)
         group = ReentrantCallbackGroup()
-        self.entity(self.create_service(Trigger, self.params["services.reset"],
-                                        self.tracked("reset service", self._on_reset),
-                                        callback_group=group))
-        self.entity(self.create_service(KeyFrameState, self.params["split.keyframe_state_service"],
-                                        self.tracked("key-frame state service", self._on_state),
-                                        callback_group=group))
+        self.create_tracked_service(Trigger, self.params["services.reset"], "reset service",
+                                    self._on_reset, callback_group=group)
+        self.create_tracked_service(KeyFrameState, self.params["split.keyframe_state_service"],
+                                    "key-frame state service", self._on_state,
+                                    callback_group=group)
         self.episode_pub.publish(episode_msg(self, self.episode_id, "", "startup"))
 
     def release(self) -> None:

@@ -10,14 +10,16 @@
 * activate: create the subscriptions, services and action servers (nothing is served
   and no camera frame is read before that); lifecycle publishers start publishing.
 * deactivate: fail the questions in progress (CANCELLED, "node deactivated"), wait for
-  running callbacks to return (a few seconds at most), then destroy the subscriptions,
-  services and action servers.
+  running callbacks to return and for the replies of running service calls to be sent
+  (a few seconds at most), then destroy the subscriptions and services. The question
+  action server stays until cleanup so that the results of the goals deactivate ended
+  reach their clients; while the node is inactive it rejects new goals.
 * cleanup: release the models (GPU memory included) and all state.
 * shutdown: deactivate and clean up as needed, from any state.
 
 Subclasses implement `configure_node(params)`, `activate_node()`, `deactivate_node()` and
 `release()`; they register what activate creates with `self.entity(...)` so deactivate can
-destroy it.
+destroy it, and create services with `create_tracked_service(...)`.
 """
 
 from __future__ import annotations
@@ -100,16 +102,54 @@ class ManagedNode(LifecycleNode):
         guarded = self.guard.wrap(kind, func, default)
 
         def call(*args: Any) -> Any:
-            with self._callbacks_done:
-                self._active_callbacks += 1
+            self._hold()
             try:
                 return guarded(*args)
             finally:
-                with self._callbacks_done:
-                    self._active_callbacks -= 1
-                    self._callbacks_done.notify_all()
+                self._release_hold()
 
         return call
+
+    def create_tracked_service(self, srv_type: Any, name: str, kind: str, func: Any,
+                               default: Any = None, callback_group: Any = None) -> Service:
+        """Create (and register for deactivate) a service whose replies deactivate never
+        drops. rclpy sends a service's response after its callback has returned, so
+        waiting for the callback alone would let deactivate destroy the service between
+        the two, and the caller would never get its reply (seen as a client timeout when
+        a question in progress is cancelled by deactivate). Here a call counts as running
+        until its response has been handed to the middleware. Exceptions are counted and
+        logged as for `tracked`; the caller then gets `default(request, response)`, or the
+        blank response when there is no default."""
+        guarded = self.guard.wrap(kind, func, default or (lambda _request, response: response))
+
+        def call(request: Any, response: Any) -> Any:
+            self._hold()  # released once the response is sent (below), or on failure
+            try:
+                return guarded(request, response)
+            except BaseException:
+                self._release_hold()
+                raise
+
+        service = self.create_service(srv_type, name, call, callback_group=callback_group)
+        send = service.send_response  # what the executor calls right after the callback
+
+        def send_then_release(response: Any, header: Any) -> None:
+            try:
+                send(response, header)
+            finally:
+                self._release_hold()
+
+        service.send_response = send_then_release  # type: ignore[method-assign]
+        return self.entity(service)
+
+    def _hold(self) -> None:
+        with self._callbacks_done:
+            self._active_callbacks += 1
+
+    def _release_hold(self) -> None:
+        with self._callbacks_done:
+            self._active_callbacks -= 1
+            self._callbacks_done.notify_all()
 
     @property
     def state(self) -> str:

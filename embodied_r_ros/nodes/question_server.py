@@ -6,6 +6,15 @@ the queue is full the goal is REJECTED at goal time (the client learns at once),
 accepted and aborted later. A service call beyond the bound gets BUSY at once. Every
 answer (success or failure) is published on the answers topic, and the exact
 reasoning-model input on `<answers topic>/prompt` (JSON chat messages).
+
+Lifecycle: `serve()` (activate) creates the service and, the first time, the action
+server, and starts accepting goals; `withdraw()` (deactivate) stops accepting them and
+gives back the places of accepted goals that have not started. The service is destroyed
+by deactivate once its replies are sent (`ManagedNode.create_tracked_service`). The action
+server lives until `destroy()` (cleanup): rclpy sends a goal's result to the client
+after the execute callback has returned, in a later executor task, so an action server
+destroyed by deactivate could drop the CANCELLED results of the goals deactivate ended.
+While the node is inactive it rejects new goals at goal time.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from std_msgs.msg import String
 
 from embodied_r_ros.action import AnswerSpatial
-from embodied_r_ros.core.errors import ErrorCode
+from embodied_r_ros.core.errors import CancelledError, ErrorCode
 from embodied_r_ros.core.health import HealthItem, QuestionStats, questions_item
 from embodied_r_ros.core.question_answering import AnswerResult
 from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
@@ -59,33 +68,44 @@ class QuestionServer:
                                                           EVENT_QOS)
         self.stats = QuestionStats(node.thresholds.window_s)
         self._reserved: dict[int, tuple[Any, Ticket]] = {}
-        self._reserved_lock = threading.Lock()
+        self._reserved_lock = threading.Lock()  # guards _reserved and _accepting
+        self._accepting = False
+        self._action_server: ActionServer | None = None
 
     def serve(self) -> None:
-        """Create the service and the action server (called on activate)."""
+        """Create the service (and the action server, once) and accept goals (activate)."""
         group = ReentrantCallbackGroup()
         node = self.node
-        node.entity(node.create_service(
-            AskSpatial, self.service_name,
-            node.tracked("ask service", self._on_service, self._service_error),
-            callback_group=group))
-        node.entity(ActionServer(
-            node, AnswerSpatial, self.action_name,
-            execute_callback=node.tracked("answer action", self._on_goal, self._goal_error),
-            goal_callback=node.tracked("answer goal", self._on_goal_request,
-                                       lambda _goal: GoalResponse.REJECT),
-            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
-            callback_group=group))
+        node.create_tracked_service(AskSpatial, self.service_name, "ask service",
+                                    self._on_service, self._service_error,
+                                    callback_group=group)
+        if self._action_server is None:
+            self._action_server = ActionServer(
+                node, AnswerSpatial, self.action_name,
+                execute_callback=node.tracked("answer action", self._on_goal, self._goal_error),
+                goal_callback=node.tracked("answer goal", self._on_goal_request,
+                                           lambda _goal: GoalResponse.REJECT),
+                cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+                callback_group=ReentrantCallbackGroup())
+        with self._reserved_lock:
+            self._accepting = True
 
     def withdraw(self) -> None:
-        """Give back places reserved by accepted goals that never started (deactivate)."""
+        """Stop accepting goals and give back the places reserved by accepted goals that
+        never started (deactivate)."""
         with self._reserved_lock:
+            self._accepting = False
             reserved = list(self._reserved.values())
             self._reserved.clear()
         for _goal, ticket in reserved:
             self.queue.release(ticket)
 
     def destroy(self) -> None:
+        """Destroy the action server and the publishers (cleanup)."""
+        self.withdraw()
+        if self._action_server is not None:
+            self._action_server.destroy()
+            self._action_server = None
         self.node.destroy_lifecycle_publisher(self.answers_pub)
         self.node.destroy_lifecycle_publisher(self.prompt_pub)
 
@@ -146,22 +166,34 @@ class QuestionServer:
 
     # -- action ---------------------------------------------------------------------------------
     def _on_goal_request(self, goal: AnswerSpatial.Goal) -> GoalResponse:
-        ticket = self.queue.admit()
+        with self._reserved_lock:
+            if not self._accepting:
+                self.node.get_logger().warning(
+                    f"rejected goal {goal.question[:60]!r}: the node is not active; activate "
+                    f"it (`ros2 lifecycle set {self.node.get_fully_qualified_name()} activate`)")
+                return GoalResponse.REJECT
+            ticket = self.queue.admit()
+            if ticket is not None:
+                self._reserved[id(goal)] = (goal, ticket)
         if ticket is None:
             self.node.get_logger().warning(
                 f"rejected goal {goal.question[:60]!r}: {self.queue.busy_error()}")
             self.stats.refused.add()
             self.stats.codes["BUSY"] += 1
             return GoalResponse.REJECT
-        with self._reserved_lock:
-            self._reserved[id(goal)] = (goal, ticket)
         return GoalResponse.ACCEPT
 
     def _on_goal(self, goal_handle: Any) -> AnswerSpatial.Result:
         goal = goal_handle.request
         with self._reserved_lock:
             reserved = self._reserved.pop(id(goal), None)
-        ticket = reserved[1] if reserved is not None else None
+        if reserved is None:  # its place was given back by deactivate before it started
+            result = AnswerResult.failure(CancelledError(
+                "the node was deactivated before the question started"))
+            self._publish(goal.question, list(goal.choices), result)
+            goal_handle.abort()
+            return fill_result(AnswerSpatial.Result(), result)  # type: ignore[return-value]
+        ticket = reserved[1]
         start = time.monotonic()
         state: dict[str, Any] = {"stage": "accepted", "text": "", "sent": 0.0}
         lock = threading.Lock()

@@ -131,9 +131,9 @@ class ReasoningNode(ManagedNode):
         self.entity(self.create_subscription(
             Episode, params["topics.episode"], self.tracked("episode", self._on_episode),
             EPISODE_QOS, callback_group=group))
-        self.entity(self.create_service(
-            DescribedFrames, params["split.described_service"],
-            self.tracked("described-frames service", self._on_described), callback_group=group))
+        self.create_tracked_service(DescribedFrames, params["split.described_service"],
+                                    "described-frames service", self._on_described,
+                                    callback_group=group)
         self.questions.serve()
 
     def deactivate_node(self) -> None:
