@@ -28,7 +28,7 @@ from rclpy.action.server import ActionServer  # noqa: E402
 from rclpy.service import Service  # noqa: E402
 
 from embodied_r_ros.client import GraphClient, spinning  # noqa: E402
-from embodied_r_ros.core.errors import CancelledError, ErrorCode  # noqa: E402
+from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.core.question_answering import AnswerResult  # noqa: E402
 from embodied_r_ros.core.question_queue import QuestionQueue, Ticket  # noqa: E402
 from embodied_r_ros.nodes.managed_node import ManagedNode  # noqa: E402
@@ -70,9 +70,7 @@ class HoldingNode(ManagedNode):
         self.questions.serve()
 
     def deactivate_node(self) -> None:
-        assert self.queue is not None and self.questions is not None
-        self.queue.interrupt(CancelledError("the node was deactivated while the question "
-                                            "was answered"))
+        assert self.questions is not None
         self.questions.withdraw()
 
     def release(self) -> None:

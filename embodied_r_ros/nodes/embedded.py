@@ -90,13 +90,8 @@ class EmbodiedRNode(ManagedNode):
         self.episode_pub.publish(episode_msg(self, pipeline.episode_id, "", "startup"))
 
     def deactivate_node(self) -> None:
-        if self.pipeline is not None:
-            from embodied_r_ros.core.errors import CancelledError
-
-            self.pipeline.questions.interrupt(CancelledError(
-                "the node was deactivated while the question was answered"))
         if self.questions is not None:
-            self.questions.withdraw()
+            self.questions.withdraw()  # fails the questions in progress (CANCELLED)
 
     def release(self) -> None:
         if self.pipeline is not None:

@@ -200,7 +200,7 @@ class ManagedNode(LifecycleNode):
         except Exception as exc:  # noqa: BLE001
             self.last_error = f"activate failed: {exc!r}"
             self.get_logger().error(self.last_error)
-            self._destroy_entities()
+            self._stop_serving()  # undo what activate did, as deactivate would
             super().on_deactivate(state)
             return TransitionCallbackReturn.FAILURE
         self.get_logger().info("active")

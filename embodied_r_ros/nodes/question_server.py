@@ -8,8 +8,9 @@ answer (success or failure) is published on the answers topic, and the exact
 reasoning-model input on `<answers topic>/prompt` (JSON chat messages).
 
 Lifecycle: `serve()` (activate) creates the service and, the first time, the action
-server, and starts accepting goals; `withdraw()` (deactivate) stops accepting them and
-gives back the places of accepted goals that have not started. The service is destroyed
+server, and starts accepting questions; `withdraw()` (deactivate) stops accepting them,
+gives back the places of accepted goals that have not started and fails the questions
+in progress with CANCELLED. The service is destroyed
 by deactivate once its replies are sent (`ManagedNode.create_tracked_service`). The action
 server lives until `destroy()` (cleanup): rclpy sends a goal's result to the client
 after the execute callback has returned, in a later executor task, so an action server
@@ -91,14 +92,17 @@ class QuestionServer:
             self._accepting = True
 
     def withdraw(self) -> None:
-        """Stop accepting goals and give back the places reserved by accepted goals that
-        never started (deactivate)."""
+        """Deactivate: stop accepting questions, give back the places reserved by accepted
+        goals that never started, and fail every question admitted before (CANCELLED).
+        Admission and this switch share one lock, so no question slips in between."""
         with self._reserved_lock:
             self._accepting = False
             reserved = list(self._reserved.values())
             self._reserved.clear()
         for _goal, ticket in reserved:
             self.queue.release(ticket)
+        self.queue.interrupt(CancelledError(
+            "the node was deactivated while the question was answered"))
 
     def destroy(self) -> None:
         """Destroy the action server and the publishers (cleanup)."""
@@ -154,12 +158,25 @@ class QuestionServer:
         return AnswerSpatial.Result(success=False, error_code=int(ErrorCode.INTERNAL),
                                     message="internal error while answering; see the node log")
 
+    def _not_active(self) -> CancelledError:
+        return CancelledError(
+            "the node is not active; activate it (`ros2 lifecycle set "
+            f"{self.node.get_fully_qualified_name()} activate`)")
+
     # -- service --------------------------------------------------------------------------------
     def _on_service(self, request: AskSpatial.Request,
                     response: AskSpatial.Response) -> AskSpatial.Response:
         choices = list(request.choices)
-        result = self.ask(request.question, choices, timeout_s=request.timeout_s,
-                          on_text=None, on_stage=None, should_stop=None, ticket=None)
+        with self._reserved_lock:
+            accepting = self._accepting
+            ticket = self.queue.admit() if accepting else None
+        if not accepting:
+            result = AnswerResult.failure(self._not_active())
+        elif ticket is None:
+            result = AnswerResult.failure(self.queue.busy_error())
+        else:
+            result = self.ask(request.question, choices, timeout_s=request.timeout_s,
+                              on_text=None, on_stage=None, should_stop=None, ticket=ticket)
         self._publish(request.question, choices, result)
         fill_result(response, result)
         return response
@@ -169,8 +186,7 @@ class QuestionServer:
         with self._reserved_lock:
             if not self._accepting:
                 self.node.get_logger().warning(
-                    f"rejected goal {goal.question[:60]!r}: the node is not active; activate "
-                    f"it (`ros2 lifecycle set {self.node.get_fully_qualified_name()} activate`)")
+                    f"rejected goal {goal.question[:60]!r}: {self._not_active()}")
                 return GoalResponse.REJECT
             ticket = self.queue.admit()
             if ticket is not None:

@@ -137,11 +137,8 @@ class ReasoningNode(ManagedNode):
         self.questions.serve()
 
     def deactivate_node(self) -> None:
-        if self.questions_queue is not None:
-            self.questions_queue.interrupt(CancelledError(
-                "the node was deactivated while the question was answered"))
         if self.questions is not None:
-            self.questions.withdraw()
+            self.questions.withdraw()  # fails the questions in progress (CANCELLED)
 
     def release(self) -> None:
         if self.answerer is not None:
