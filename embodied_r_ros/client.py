@@ -15,6 +15,10 @@
 and reports feedback (stage, text so far) while it runs; it can be cancelled. Both return
 the typed response/result (success, error_code, message, answer, ...). `embodied-r ask |
 reset | status` are the command-line form (client_cli.py).
+
+Waiting ends with the reply, with TimeoutError after the question's time limit (+30 s),
+or with GraphUnavailableError when the server has been gone for SERVER_GONE_S seconds
+(a node killed or shut down mid-question never replies).
 """
 
 from __future__ import annotations
@@ -42,11 +46,34 @@ class GraphUnavailableError(RuntimeError):
     """The graph's service or action is not there (not started, other namespace/domain)."""
 
 
-def wait_future(future: Any, timeout_s: float, what: str) -> Any:
+# How long a server may be missing from discovery, while a reply is awaited, before the
+# client gives up on it (a reply sent just before the server went away still arrives).
+SERVER_GONE_S = 3.0
+
+
+def wait_future(future: Any, timeout_s: float, what: str,
+                served: Callable[[], bool] | None = None) -> Any:
+    """The future's result, waiting at most `timeout_s` (TimeoutError). With `served`
+    (e.g. `client.service_is_ready`), GraphUnavailableError as soon as the server has been
+    gone for SERVER_GONE_S: a node shut down, crashed or restarted mid-question never
+    replies, and the caller should not wait out the whole time limit."""
     done = threading.Event()
     future.add_done_callback(lambda _f: done.set())
-    if not done.wait(timeout=timeout_s):
-        raise TimeoutError(f"no reply to {what} within {timeout_s:.0f}s")
+    deadline = time.monotonic() + timeout_s
+    gone_since: float | None = None
+    while not done.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic()))):
+        now = time.monotonic()
+        if now >= deadline:
+            raise TimeoutError(f"no reply to {what} within {timeout_s:.0f}s")
+        if served is not None:
+            if served():
+                gone_since = None
+            elif gone_since is None:
+                gone_since = now
+            elif now - gone_since >= SERVER_GONE_S:
+                raise GraphUnavailableError(
+                    f"the server of {what} went away before replying (node deactivated, "
+                    "shut down or crashed); ask again once the graph is active")
     return future.result()
 
 
@@ -93,7 +120,8 @@ class GraphClient(Node):
         request = AskSpatial.Request(question=question, choices=list(choices),
                                      timeout_s=float(timeout_s))
         limit = (timeout_s if timeout_s > 0 else 300.0) + 30.0
-        return wait_future(self.ask_client.call_async(request), limit, "AskSpatial")
+        return wait_future(self.ask_client.call_async(request), limit, "AskSpatial",
+                           served=self.ask_client.service_is_ready)
 
     def ask_streaming(self, question: str, choices: Sequence[str] = (), timeout_s: float = 0.0,
                       on_feedback: Callable[[AnswerSpatial.Feedback], None] | None = None,
@@ -120,12 +148,22 @@ class GraphClient(Node):
         result_future = handle.get_result_async()
         limit = time.monotonic() + (timeout_s if timeout_s > 0 else 300.0) + 30.0
         cancelled = False
+        gone_since: float | None = None
         while not result_future.done():
+            now = time.monotonic()
             if cancel is not None and cancel.is_set() and not cancelled:
                 handle.cancel_goal_async()
                 cancelled = True
-            if time.monotonic() > limit:
+            if now > limit:
                 raise TimeoutError("no AnswerSpatial result in time")
+            if self.answer_client.server_is_ready():
+                gone_since = None
+            elif gone_since is None:
+                gone_since = now
+            elif now - gone_since >= SERVER_GONE_S:
+                raise GraphUnavailableError(
+                    "the AnswerSpatial action server went away before sending the result "
+                    "(node shut down or crashed); ask again once the graph is active")
             time.sleep(0.05)
         reply = result_future.result()
         return reply.status, reply.result

@@ -27,7 +27,7 @@ from action_msgs.msg import GoalStatus  # noqa: E402
 from rclpy.action.server import ActionServer  # noqa: E402
 from rclpy.service import Service  # noqa: E402
 
-from embodied_r_ros.client import GraphClient, spinning  # noqa: E402
+from embodied_r_ros.client import GraphClient, GraphUnavailableError, spinning  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.core.question_answering import AnswerResult  # noqa: E402
 from embodied_r_ros.core.question_queue import QuestionQueue, Ticket  # noqa: E402
@@ -158,3 +158,42 @@ def test_action_result_survives_deactivate_and_inactive_rejects(slow_sending: No
         assert again and again[0][0] == GoalStatus.STATUS_CANCELED
         node.trigger_deactivate()
         node.trigger_cleanup()
+
+
+def test_shutdown_mid_question_never_leaves_a_caller_hanging(slow_sending: None) -> None:
+    """Shutdown from active destroys the action server right after ending the goals; a
+    result rclpy had not sent yet is lost, and the client then says so within seconds
+    (GraphUnavailableError) instead of waiting out the question's time limit. The service
+    caller still gets its CANCELLED reply."""
+    node_ctx, client_ctx = _active_node_and_client()
+    with node_ctx as node, client_ctx as client:
+        node.trigger_configure()
+        node.trigger_activate()
+        outcomes: dict[str, Any] = {}
+
+        def call(kind: str, fn: Any) -> None:
+            try:
+                outcomes[kind] = fn()
+            except Exception as exc:  # noqa: BLE001 - the outcome under test
+                outcomes[kind] = exc
+
+        threads = [threading.Thread(target=call, args=("service", lambda: client.ask(
+                       "Hold?", timeout_s=120))),
+                   threading.Thread(target=call, args=("action", lambda: client.ask_streaming(
+                       "Hold too?", timeout_s=120)))]
+        threads[0].start()
+        assert wait_for(lambda: node.queue is not None and node.queue.in_progress() == 1, 20)
+        threads[1].start()
+        assert wait_for(lambda: node.queue is not None and node.queue.in_progress() == 2, 20)
+        start = time.monotonic()
+        node.trigger_shutdown()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert time.monotonic() - start < 20  # not the questions' 120 s + 30 s
+        assert outcomes["service"].error_code == ErrorCode.CANCELLED
+        action = outcomes["action"]
+        if isinstance(action, Exception):
+            assert isinstance(action, GraphUnavailableError), action
+            assert "went away" in str(action)
+        else:  # the result task won the race with the destruction
+            assert action[1].error_code == ErrorCode.CANCELLED

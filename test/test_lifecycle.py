@@ -175,3 +175,36 @@ def test_deactivate_fails_a_question_in_progress(tiny_models, sample_dir) -> Non
         assert results and results[0].error_code == ErrorCode.CANCELLED
         assert "deactivated" in results[0].message
         graph.check_alive()
+
+
+def test_a_caller_is_told_at_once_when_the_node_dies_mid_question(tiny_models, sample_dir) -> None:  # type: ignore[no-untyped-def]
+    """A node killed while it answers never replies; the client notices the server is gone
+    and raises GraphUnavailableError within seconds, not after the question's time limit."""
+    from embodied_r_ros.client import GraphUnavailableError
+    from embodied_r_ros.replay import SpinningClient
+    from embodied_r_ros.sample_data.bag_io import read_image_bag
+
+    overrides = tiny_overrides(tiny_models, **long_generation("reasoning", 4000))
+    fresh_ros_domain()
+    with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph, \
+            SpinningClient() as client, spinning(lambda: Driver("embodied_r")) as driver:
+        client.wait_for_graph(180, alive_check=graph.check_alive)
+        frames = [(f.stamp_s, f.image, f.frame_id) for f in read_image_bag(sample_dir / "sample.mcap")]
+        client.play(frames[:40], rate=0)
+        outcome: list = []
+
+        def ask() -> None:
+            try:
+                outcome.append(client.ask("Long story?", timeout_s=120))
+            except Exception as exc:  # noqa: BLE001 - the outcome under test
+                outcome.append(exc)
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        assert wait_for(lambda: driver.status().questions_in_progress == 1, 60)
+        start = time.monotonic()
+        graph.nodes[0].process.kill()
+        asker.join(timeout=60)
+        assert outcome and isinstance(outcome[0], GraphUnavailableError), outcome
+        assert "went away" in str(outcome[0])
+        assert time.monotonic() - start < 30  # not the 120 s limit + 30 s
