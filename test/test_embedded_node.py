@@ -59,6 +59,14 @@ def test_action_streams_feedback_and_cancels(embedded) -> None:  # type: ignore[
     graph, client = embedded
     action = ActionClient(client, AnswerSpatial, "answer")
     assert action.wait_for_server(timeout_sec=30)
+    # Feedback is a plain topic: a message published before the server's feedback writer
+    # has matched this new client's reader is lost, and the first stage comes within
+    # milliseconds of acceptance. wait_for_server covers only the action's services, so
+    # wait until the writer is discovered here, and give the reverse match a moment.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not client.count_publishers("/answer/_action/feedback"):
+        time.sleep(0.05)
+    time.sleep(1.0)
     feedback: list[AnswerSpatial.Feedback] = []
     goal = AnswerSpatial.Goal(question="Describe the route back to the start.", timeout_s=300.0)
     handle = wait(action.send_goal_async(goal, feedback_callback=lambda f: feedback.append(
