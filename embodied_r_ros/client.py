@@ -129,7 +129,10 @@ class GraphClient(Node):
                       ) -> tuple[int, AnswerSpatial.Result]:
         """Question as an action: feedback while it runs; set `cancel` to stop it.
         Returns (GoalStatus code, result). A goal the node rejects (queue full, or the node
-        not active) returns (STATUS_ABORTED, a result with error_code BUSY)."""
+        not active) returns (STATUS_ABORTED, a result with error_code BUSY). Feedback is a
+        topic and the result a service reply, so a stage sent milliseconds before the
+        result can arrive after it, and rclpy then drops it: feedback is progress
+        information, the result is what counts."""
         if not self.answer_client.wait_for_server(timeout_sec=10.0):
             raise GraphUnavailableError("action answer is not available; is the graph "
                                         "running and active?")

@@ -36,7 +36,12 @@ def launched(tiny_models, tmp_path_factory):  # type: ignore[no-untyped-def]
     models = tmp_path_factory.mktemp("setup") / "tiny_models.yaml"
     models.write_text(yaml.safe_dump({"/**": {"ros__parameters": {
         "perception": {"model": str(tiny_models.vlm), "device": "cpu", "max_new_tokens": 8},
-        "reasoning": {"model": str(tiny_models.lm), "device": "cpu", "max_new_tokens": 16}}}}))
+        # The reasoning model writes 200 tokens (a fraction of a second): the streamed
+        # "reasoning" stage then always leaves well before the result. With a near-instant
+        # answer the result can overtake it (feedback is a topic, the result a service, and
+        # rclpy drops feedback that arrives after the result).
+        "reasoning": {"model": str(tiny_models.lm), "device": "cpu", "max_new_tokens": 200,
+                      "extra_json": json.dumps({"generate_kwargs": {"min_new_tokens": 200}})}}}}))
     fresh_ros_domain()
     proc = subprocess.Popen([sys.executable, "-m", "embodied_r_ros.cli", "launch",
                              "graph:=split", f"params_file:={PARAMS}", f"models:={models}",
