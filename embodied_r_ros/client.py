@@ -51,6 +51,26 @@ class GraphUnavailableError(RuntimeError):
 SERVER_GONE_S = 3.0
 
 
+class _ServerWatch:
+    """Raises GraphUnavailableError once `served()` has been false for SERVER_GONE_S."""
+
+    def __init__(self, served: Callable[[], bool], what: str) -> None:
+        self.served = served
+        self.what = what
+        self.gone_since: float | None = None
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if self.served():
+            self.gone_since = None
+        elif self.gone_since is None:
+            self.gone_since = now
+        elif now - self.gone_since >= SERVER_GONE_S:
+            raise GraphUnavailableError(
+                f"the server of {self.what} went away before replying (node shut down, "
+                "crashed or restarted); ask again once the graph is active")
+
+
 def wait_future(future: Any, timeout_s: float, what: str,
                 served: Callable[[], bool] | None = None) -> Any:
     """The future's result, waiting at most `timeout_s` (TimeoutError). With `served`
@@ -60,20 +80,12 @@ def wait_future(future: Any, timeout_s: float, what: str,
     done = threading.Event()
     future.add_done_callback(lambda _f: done.set())
     deadline = time.monotonic() + timeout_s
-    gone_since: float | None = None
+    watch = _ServerWatch(served, what) if served is not None else None
     while not done.wait(timeout=max(0.0, min(0.2, deadline - time.monotonic()))):
-        now = time.monotonic()
-        if now >= deadline:
+        if time.monotonic() >= deadline:
             raise TimeoutError(f"no reply to {what} within {timeout_s:.0f}s")
-        if served is not None:
-            if served():
-                gone_since = None
-            elif gone_since is None:
-                gone_since = now
-            elif now - gone_since >= SERVER_GONE_S:
-                raise GraphUnavailableError(
-                    f"the server of {what} went away before replying (node deactivated, "
-                    "shut down or crashed); ask again once the graph is active")
+        if watch is not None:
+            watch.check()
     return future.result()
 
 
@@ -151,22 +163,14 @@ class GraphClient(Node):
         result_future = handle.get_result_async()
         limit = time.monotonic() + (timeout_s if timeout_s > 0 else 300.0) + 30.0
         cancelled = False
-        gone_since: float | None = None
+        watch = _ServerWatch(self.answer_client.server_is_ready, "the AnswerSpatial goal")
         while not result_future.done():
-            now = time.monotonic()
             if cancel is not None and cancel.is_set() and not cancelled:
                 handle.cancel_goal_async()
                 cancelled = True
-            if now > limit:
+            if time.monotonic() > limit:
                 raise TimeoutError("no AnswerSpatial result in time")
-            if self.answer_client.server_is_ready():
-                gone_since = None
-            elif gone_since is None:
-                gone_since = now
-            elif now - gone_since >= SERVER_GONE_S:
-                raise GraphUnavailableError(
-                    "the AnswerSpatial action server went away before sending the result "
-                    "(node shut down or crashed); ask again once the graph is active")
+            watch.check()
             time.sleep(0.05)
         reply = result_future.result()
         return reply.status, reply.result
