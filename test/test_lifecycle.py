@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -151,36 +152,12 @@ def test_autostart_failure_exits_with_the_reason(tmp_path) -> None:  # type: ign
     assert "configure failed (MODEL_UNAVAILABLE)" in output and str(missing) in output
 
 
-def test_deactivate_fails_a_question_in_progress(tiny_models, sample_dir) -> None:  # type: ignore[no-untyped-def]
-
-    from embodied_r_ros.replay import SpinningClient
-    from embodied_r_ros.sample_data.bag_io import read_image_bag
-
-    overrides = tiny_overrides(tiny_models, **long_generation("reasoning", 4000))
-    fresh_ros_domain()
-    with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph, \
-            SpinningClient() as client, spinning(lambda: Driver("embodied_r")) as driver:
-        client.wait_for_graph(180, alive_check=graph.check_alive)
-        frames = [(f.stamp_s, f.image, f.frame_id) for f in read_image_bag(sample_dir / "sample.mcap")]
-        client.play(frames[:40], rate=0)
-        results: list = []
-        asker = threading.Thread(target=lambda: results.append(client.ask("Long story?", timeout_s=120)))
-        asker.start()
-        assert wait_for(lambda: driver.status().questions_in_progress == 1, 60)
-        time.sleep(1.0)
-        start = time.monotonic()
-        assert driver.transition(Transition.TRANSITION_DEACTIVATE)
-        asker.join(timeout=30)
-        assert time.monotonic() - start < 10
-        assert results and results[0].error_code == ErrorCode.CANCELLED
-        assert "deactivated" in results[0].message
-        graph.check_alive()
-
-
-def test_a_caller_is_told_at_once_when_the_node_dies_mid_question(tiny_models, sample_dir) -> None:  # type: ignore[no-untyped-def]
-    """A node killed while it answers never replies; the client notices the server is gone
-    and raises GraphUnavailableError within seconds, not after the question's time limit."""
-    from embodied_r_ros.client import GraphUnavailableError
+@contextmanager
+def _long_question_in_progress(tiny_models, sample_dir):  # type: ignore[no-untyped-def]
+    """The installed embedded node, 40 sample frames played, and a question whose answer
+    takes minutes (4000 tokens) asked by the service on a thread; yields (graph, driver,
+    outcome list, asker thread) once the node counts the question in progress. The
+    outcome list receives the reply, or the exception `ask` raised."""
     from embodied_r_ros.replay import SpinningClient
     from embodied_r_ros.sample_data.bag_io import read_image_bag
 
@@ -202,6 +179,27 @@ def test_a_caller_is_told_at_once_when_the_node_dies_mid_question(tiny_models, s
         asker = threading.Thread(target=ask)
         asker.start()
         assert wait_for(lambda: driver.status().questions_in_progress == 1, 60)
+        yield graph, driver, outcome, asker
+
+
+def test_deactivate_fails_a_question_in_progress(tiny_models, sample_dir) -> None:  # type: ignore[no-untyped-def]
+    with _long_question_in_progress(tiny_models, sample_dir) as (graph, driver, results, asker):
+        time.sleep(1.0)
+        start = time.monotonic()
+        assert driver.transition(Transition.TRANSITION_DEACTIVATE)
+        asker.join(timeout=30)
+        assert time.monotonic() - start < 10
+        assert results and results[0].error_code == ErrorCode.CANCELLED
+        assert "deactivated" in results[0].message
+        graph.check_alive()
+
+
+def test_a_caller_is_told_at_once_when_the_node_dies_mid_question(tiny_models, sample_dir) -> None:  # type: ignore[no-untyped-def]
+    """A node killed while it answers never replies; the client notices the server is gone
+    and raises GraphUnavailableError within seconds, not after the question's time limit."""
+    from embodied_r_ros.client import GraphUnavailableError
+
+    with _long_question_in_progress(tiny_models, sample_dir) as (graph, _driver, outcome, asker):
         start = time.monotonic()
         graph.nodes[0].process.kill()
         asker.join(timeout=60)
