@@ -38,32 +38,15 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from embodied_r_ros.core.video_frames import nal_length_size, nal_unit_spans  # noqa: E402
+
 KINDS = ("IDR", "I", "P", "B reference", "B non-reference", "other")
 PASSES = {"all": "DEFAULT", "ours": "NONREF", "no-B": "BIDIR"}
-
-
-def _nal_units(data: bytes, length_size: int | None) -> Iterator[bytes]:
-    """The NAL units of one packet (length-prefixed when `length_size`, else Annex B)."""
-    if length_size:
-        i = 0
-        while i + length_size <= len(data):
-            size = int.from_bytes(data[i:i + length_size], "big")
-            i += length_size
-            yield data[i:i + size]
-            i += size
-        return
-    starts = []
-    j = data.find(b"\x00\x00\x01")
-    while j >= 0:
-        starts.append(j + 3)
-        j = data.find(b"\x00\x00\x01", j + 3)
-    for a, b in zip(starts, starts[1:] + [len(data) + 3]):
-        yield data[a:b - 3]
 
 
 class _Bits:
@@ -91,7 +74,8 @@ class _Bits:
 
 def frame_kind(data: bytes, length_size: int | None) -> str:
     """Kind of the H.264 picture in a packet, from its first slice NAL unit."""
-    for nal in _nal_units(data, length_size):
+    for start, end in nal_unit_spans(data, length_size) or []:
+        nal = data[start:end]
         if not nal:
             continue
         nal_type, ref_idc = nal[0] & 0x1F, (nal[0] >> 5) & 3
@@ -167,12 +151,10 @@ def packet_kinds(path: str) -> tuple[list[str], str]:
     """Kind of each packet in decoding order, and the codec name."""
     import av
 
-    from embodied_r_ros.core.video_frames import _length_size
-
     with av.open(path) as container:
         stream = container.streams.video[0]
         codec = stream.codec_context.name
-        length_size = _length_size(codec, stream.codec_context.extradata)
+        length_size = nal_length_size(codec, stream.codec_context.extradata)
         kinds = [frame_kind(bytes(p), length_size) for p in container.demux(stream) if p.size]
     return kinds, codec
 
@@ -266,14 +248,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.clip.is_file():
             parser.error(f"--clip {args.clip}: no such file")
         return run(str(args.clip), args.orb_frames)
-    from bench.bench_keyframes import write_clip
+    from bench.bench_keyframes import ensure_clip
 
     folder = args.clips or Path(tempfile.mkdtemp(prefix="bench_keyframe_costs_"))
     folder.mkdir(parents=True, exist_ok=True)
-    video = folder / f"clip_{args.minutes:g}min_h264_1280x720.mp4"
-    if not video.exists():
-        print(f"writing {video} ...", flush=True)
-        write_clip(video, args.minutes, 1280, 720, 30, "h264")
+    print(f"clip folder {folder} (an existing bench_keyframes clip is reused)", flush=True)
+    video, _ = ensure_clip(folder, args.minutes, 1280, 720, 30, "h264")
     try:
         return run(str(video), args.orb_frames)
     finally:

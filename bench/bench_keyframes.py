@@ -145,6 +145,18 @@ def write_clip(path: Path, minutes: float, width: int, height: int, fps: int, co
     return write_video(path, frames, fps, codec)
 
 
+def ensure_clip(folder: Path, minutes: float, width: int, height: int, fps: int,
+                codec: str) -> tuple[Path, float]:
+    """The bench clip for these settings in `folder`, written first when it is not there
+    yet; returns its path and the seconds spent writing it (0.0 when reused)."""
+    video = folder / f"clip_{minutes:g}min_{codec}_{width}x{height}{SUFFIX[codec]}"
+    if video.exists():
+        return video, 0.0
+    started = time.perf_counter()
+    write_clip(video, minutes, width, height, fps, codec)
+    return video, time.perf_counter() - started
+
+
 def usable_cpus() -> list[int]:
     """The CPUs this process may run on, in order."""
     return sorted(os.sched_getaffinity(0))
@@ -179,13 +191,7 @@ def _median_row(runs: list[dict]) -> dict:
 
 
 def bench_one(minutes: float, args: argparse.Namespace, folder: Path) -> bool:
-    name = f"clip_{minutes:g}min_{args.codec}_{args.width}x{args.height}{SUFFIX[args.codec]}"
-    video = folder / name
-    gen_s = 0.0
-    if not video.exists():
-        t0 = time.perf_counter()
-        write_clip(video, minutes, args.width, args.height, args.fps, args.codec)
-        gen_s = time.perf_counter() - t0
+    video, gen_s = ensure_clip(folder, minutes, args.width, args.height, args.fps, args.codec)
     size_mb = video.stat().st_size / 1e6
     print(f"\n== {minutes:g} min, {args.width}x{args.height} @ {args.fps} fps, {args.codec} "
           f"({size_mb:.0f} MB{f', written in {gen_s:.0f} s' if gen_s else ', reused'}) ==",

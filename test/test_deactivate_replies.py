@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -99,16 +101,18 @@ def slow_sending(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ActionServer, "_send_result_response", late_result)
 
 
-def _active_node_and_client():  # type: ignore[no-untyped-def]
+@contextmanager
+def _active_node_and_client() -> Iterator[tuple[HoldingNode, GraphClient]]:
+    """A configured and active HoldingNode and a client, each spinning, in a fresh domain."""
     fresh_ros_domain()
-    return spinning(HoldingNode), spinning(lambda: GraphClient("holding_client"))
+    with spinning(HoldingNode) as node, spinning(lambda: GraphClient("holding_client")) as client:
+        node.trigger_configure()
+        node.trigger_activate()
+        yield node, client
 
 
 def test_service_reply_survives_deactivate(slow_sending: None) -> None:
-    node_ctx, client_ctx = _active_node_and_client()
-    with node_ctx as node, client_ctx as client:
-        node.trigger_configure()
-        node.trigger_activate()
+    with _active_node_and_client() as (node, client):
         replies: list[Any] = []
         asker = threading.Thread(target=lambda: replies.append(client.ask("Hold?", timeout_s=60)))
         asker.start()
@@ -125,10 +129,7 @@ def test_service_reply_survives_deactivate(slow_sending: None) -> None:
 
 
 def test_action_result_survives_deactivate_and_inactive_rejects(slow_sending: None) -> None:
-    node_ctx, client_ctx = _active_node_and_client()
-    with node_ctx as node, client_ctx as client:
-        node.trigger_configure()
-        node.trigger_activate()
+    with _active_node_and_client() as (node, client):
         outcome: list[Any] = []
         asker = threading.Thread(target=lambda: outcome.append(
             client.ask_streaming("Hold?", timeout_s=60)))
@@ -165,10 +166,7 @@ def test_shutdown_mid_question_never_leaves_a_caller_hanging(slow_sending: None)
     result rclpy had not sent yet is lost, and the client then says so within seconds
     (GraphUnavailableError) instead of waiting out the question's time limit. The service
     caller still gets its CANCELLED reply."""
-    node_ctx, client_ctx = _active_node_and_client()
-    with node_ctx as node, client_ctx as client:
-        node.trigger_configure()
-        node.trigger_activate()
+    with _active_node_and_client() as (node, client):
         outcomes: dict[str, Any] = {}
 
         def call(kind: str, fn: Any) -> None:

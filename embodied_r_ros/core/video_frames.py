@@ -374,10 +374,11 @@ class OpenCVIntraReader(SampledReader):
 # -- PyAV -----------------------------------------------------------------------------------
 
 
-def _nal_types(data: bytes, length_size: int | None, hevc: bool) -> list[int] | None:
-    """NAL unit types in an H.264/HEVC packet (length-prefixed if `length_size`, else
-    Annex B start codes); None if the packet does not parse."""
-    types: list[int] = []
+def nal_unit_spans(data: bytes, length_size: int | None) -> list[tuple[int, int]] | None:
+    """(start, end) of each NAL unit in an H.264/HEVC packet, start at the NAL header
+    byte: length-prefixed units if `length_size`, else Annex B start codes (an end then
+    runs to the next start code). None if the packet does not parse."""
+    spans: list[tuple[int, int]] = []
     if length_size:
         i, n = 0, len(data)
         while i < n:
@@ -387,22 +388,27 @@ def _nal_types(data: bytes, length_size: int | None, hevc: bool) -> list[int] | 
             i += length_size
             if size <= 0 or i + size > n:
                 return None
-            header = data[i]
-            types.append((header >> 1) & 0x3F if hevc else header & 0x1F)
+            spans.append((i, i + size))
             i += size
-        return types
-    start = 0
-    while True:
-        j = data.find(b"\x00\x00\x01", start)
-        if j < 0 or j + 3 >= len(data):
-            break
-        header = data[j + 3]
-        types.append((header >> 1) & 0x3F if hevc else header & 0x1F)
-        start = j + 3
-    return types or None
+        return spans
+    starts: list[int] = []
+    j = data.find(b"\x00\x00\x01")
+    while j >= 0 and j + 3 < len(data):
+        starts.append(j + 3)
+        j = data.find(b"\x00\x00\x01", j + 3)
+    ends = [k - 3 for k in starts[1:]] + [len(data)]
+    return list(zip(starts, ends)) or None
 
 
-def _length_size(codec: str, extradata: bytes | None) -> int | None:
+def _nal_types(data: bytes, length_size: int | None, hevc: bool) -> list[int] | None:
+    """NAL unit types in an H.264/HEVC packet; None if the packet does not parse."""
+    spans = nal_unit_spans(data, length_size)
+    if spans is None:
+        return None
+    return [(data[a] >> 1) & 0x3F if hevc else data[a] & 0x1F for a, _ in spans]
+
+
+def nal_length_size(codec: str, extradata: bytes | None) -> int | None:
     """NAL length-field size from avcC / hvcC extradata; None for Annex B streams."""
     if not extradata:
         return None
@@ -610,7 +616,7 @@ class PyAVReader(SampledReader):
         try:
             stream = container.streams.video[0]
             codec = stream.codec_context.name
-            length_size = _length_size(codec, stream.codec_context.extradata)
+            length_size = nal_length_size(codec, stream.codec_context.extradata)
             pts: list[int] = []
             clean: list[bool] = []
             keyframes: list[bool] = []
