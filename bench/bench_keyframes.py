@@ -71,6 +71,7 @@ def _child(impl: str, video: str) -> int:
                   "decode_seconds": res.decode_seconds, "select_seconds": res.select_seconds,
                   "fallbacks": res.fallbacks}
     result["seconds"] = time.perf_counter() - started
+    result["cpus_seen"] = len(usable_cpus())
     usage = resource.getrusage(resource.RUSAGE_SELF)
     result["cpu_seconds"] = usage.ru_utime + usage.ru_stime - cpu_before
     result["peak_rss_mb"] = _vm_hwm_mb()
@@ -181,6 +182,22 @@ def run_impl(impl: str, video: Path, cpus: int | None = None) -> dict:
     return out
 
 
+def pinning_warnings(cpus: int, runs: list[dict]) -> list[str]:
+    """Why a table said to be pinned to `cpus` CPUs may not be: a child that saw another
+    affinity mask, or one that used more CPU seconds than `cpus` CPUs give in its wall
+    time (a sandbox that accepts the mask but does not enforce it)."""
+    warnings = []
+    seen = sorted({run["cpus_seen"] for run in runs})
+    if seen != [cpus]:
+        warnings.append(f"the runs saw {seen} usable CPUs, not {cpus}: pinning was not applied")
+    busiest = max(run["cpu_seconds"] / max(run["seconds"], 1e-9) for run in runs)
+    if busiest > cpus * 1.1 + 0.05:
+        warnings.append(f"a run kept {busiest:.2f} CPUs busy on average while pinned to "
+                        f"{cpus}: the pinning is not enforced here, so this table is not "
+                        f"a {cpus}-CPU measurement")
+    return warnings
+
+
 def _median_row(runs: list[dict]) -> dict:
     row = dict(runs[0])
     for key in ("seconds", "cpu_seconds", "decode_seconds", "select_seconds", "peak_rss_mb",
@@ -216,6 +233,9 @@ def _bench_on(video: Path, args: argparse.Namespace, cpus: int | None) -> bool:
     where = f"pinned to {cpus}" if cpus else f"on all {len(usable_cpus())}"
     print(f"(load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; each run "
           f"{where} CPUs; times are wall times, CPU is user + system of the process)")
+    if cpus:
+        for warning in pinning_warnings(cpus, [run for r in runs.values() for run in r]):
+            print(f"WARNING: {warning}")
     print(f"{'implementation':<13} {'strategy':<10} {'total s':>8} {'decode s':>9} {'select s':>9} "
           f"{'CPU s':>7} {'peak RSS MB':>12} {'speed-up':>9} {'CPU ratio':>10} {'RSS ratio':>10}"
           "  same indices")

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Whole-clip key frames against the reference, one table per CPU count, on a machine with
+# more cores than the 2-core development machines (the GPU machine this workplace lends
+# some sessions has 16). It needs only python3 with numpy and OpenCV; PyAV, when missing,
+# is installed from a wheel carried along, since such a machine may have no package index.
+#
+#   bash bench/device_keyframes.sh fetch           # where PyPI is reachable: the PyAV
+#                                                  # wheel (pinned version) into $WHEELS
+#   bash bench/device_keyframes.sh run [ARGS...]   # on the many-core machine; ARGS go to
+#                                                  # bench.bench_keyframes after the defaults
+#
+# Settings (environment):
+#   PYTHON      interpreter (default python3)
+#   WHEELS      folder of carried wheels (default .devwheels, git-ignored)
+#   DEVICE_PY   Python version the fetched wheel is for (default 3.12; PyAV's wheels are
+#               abi3, so any CPython >= 3.11 takes them)
+#   CPUS        CPU counts to pin to (default 1 2 4 ... and all of this machine's CPUs)
+#   MINUTES     clip length (default 10, the README's clip)
+#   CODECS      codecs to run (default h264)
+#   REPEAT      rounds per table (default 1)
+#   CLIPS       where the clip is written and reused (default /tmp/bench_clips)
+#   OUT         where the tables are copied (default $OUT of the device tool, else ./bench_out)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+WHEELS=${WHEELS:-.devwheels}
+mode=${1:-run}
+[ $# -gt 0 ] && shift
+
+case "$mode" in
+fetch)
+    version=$(sed -n 's/^av==//p' requirements/constraints.txt)
+    "$PYTHON" -m pip download "av==$version" --no-deps --only-binary=:all: \
+        --python-version "${DEVICE_PY:-3.12}" --platform manylinux_2_28_x86_64 -d "$WHEELS"
+    echo "carry $WHEELS to the machine and run: bash bench/device_keyframes.sh run"
+    exit 0 ;;
+run) ;;
+*)
+    echo "usage: bash bench/device_keyframes.sh fetch | run [bench args...]" >&2
+    exit 2 ;;
+esac
+
+if ! "$PYTHON" -c 'import av' 2>/dev/null; then
+    wheel=$(ls "$WHEELS"/av-*.whl 2>/dev/null | head -n 1 || true)
+    if [ -z "$wheel" ]; then
+        echo "PyAV is not installed and no av-*.whl is in $WHEELS: run" \
+             "'bash bench/device_keyframes.sh fetch' where PyPI is reachable and carry $WHEELS" >&2
+        exit 2
+    fi
+    deps=$(mktemp -d)
+    "$PYTHON" -m pip install --quiet --no-index --no-deps --target "$deps" "$wheel"
+    export PYTHONPATH="$deps${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
+n=$(nproc)
+if [ -z "${CPUS:-}" ]; then
+    CPUS=""
+    c=1
+    while [ "$c" -lt "$n" ]; do CPUS="$CPUS $c"; c=$((c * 2)); done
+    CPUS="$CPUS $n"
+fi
+out=${OUT:-bench_out}
+clips=${CLIPS:-/tmp/bench_clips}
+mkdir -p "$out" "$clips"
+
+{
+    date -u '+%Y-%m-%d %H:%M UTC'
+    echo "CPUs: $n ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'))"
+    "$PYTHON" -c 'import sys, cv2, av, numpy
+print("python", sys.version.split()[0], "| opencv", cv2.__version__, "| pyav", av.__version__,
+      "| numpy", numpy.__version__)'
+} | tee "$out/machine.txt"
+
+status=0
+for codec in ${CODECS:-h264}; do
+    # shellcheck disable=SC2086 # CPUS is a list of numbers
+    PYTHONUNBUFFERED=1 "$PYTHON" -m bench.bench_keyframes --minutes "${MINUTES:-10}" \
+        --codec "$codec" --impls reference ours --cpus $CPUS --repeat "${REPEAT:-1}" \
+        --clips "$clips" "$@" 2>&1 | tee "$out/keyframes_$codec.txt" || status=1
+done
+exit $status
