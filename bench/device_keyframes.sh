@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Whole-clip key frames against the reference, one table per CPU count, on a machine with
-# more cores than the 2-core development machines (the GPU machine this workplace lends
-# some sessions has 16). It needs only python3 with numpy and OpenCV; PyAV, when missing,
-# is installed from a wheel carried along, since such a machine may have no package index.
+# The key-frame benchmarks on a machine with more cores than the 2-core development
+# machines (the GPU machine this workplace lends some sessions has 16): whole-clip key
+# frames against the reference, one table per CPU count, and the training cache's
+# key-frame stage on one process vs a pool. It needs python3 with numpy, OpenCV, tqdm and
+# PyYAML; PyAV, when missing, is installed from a wheel carried along, since such a
+# machine may have no package index.
 #
 #   bash bench/device_keyframes.sh fetch           # where PyPI is reachable: the PyAV
 #                                                  # wheel (pinned version) into $WHEELS
@@ -20,6 +22,12 @@
 #   REPEAT      rounds per table (default 1)
 #   CLIPS       where the clip is written and reused (default /tmp/bench_clips)
 #   OUT         where the tables are copied (default $OUT of the device tool, else ./bench_out)
+#   STEPS       what to run (default "keyframes cache"): keyframes = bench.bench_keyframes
+#               (about 7 minutes on 16 cores: the clip, then reference and ours per CPU
+#               count); cache = bench.bench_cache_perception, videos per minute of the
+#               training cache's key-frame stage on one process vs a pool of all CPUs
+#               (about 2 minutes). One step per call keeps each call short.
+#   CACHE_CLIPS clips for the cache step (default 32)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +49,12 @@ run) ;;
     exit 2 ;;
 esac
 
+# The training package is installed as embodied_r_training; from a bare checkout it is
+# the folder training/, made importable under that name here.
+deps=$(mktemp -d)
+ln -s "$PWD/training" "$deps/embodied_r_training"
+export PYTHONPATH="$PWD:$deps${PYTHONPATH:+:$PYTHONPATH}"
+
 if ! "$PYTHON" -c 'import av' 2>/dev/null; then
     wheel=$(ls "$WHEELS"/av-*.whl 2>/dev/null | head -n 1 || true)
     if [ -z "$wheel" ]; then
@@ -48,9 +62,7 @@ if ! "$PYTHON" -c 'import av' 2>/dev/null; then
              "'bash bench/device_keyframes.sh fetch' where PyPI is reachable and carry $WHEELS" >&2
         exit 2
     fi
-    deps=$(mktemp -d)
     "$PYTHON" -m pip install --quiet --no-index --no-deps --target "$deps" "$wheel"
-    export PYTHONPATH="$deps${PYTHONPATH:+:$PYTHONPATH}"
 fi
 
 n=$(nproc)
@@ -73,10 +85,22 @@ print("python", sys.version.split()[0], "| opencv", cv2.__version__, "| pyav", a
 } | tee "$out/machine.txt"
 
 status=0
-for codec in ${CODECS:-h264}; do
-    # shellcheck disable=SC2086 # CPUS is a list of numbers
-    PYTHONUNBUFFERED=1 "$PYTHON" -m bench.bench_keyframes --minutes "${MINUTES:-10}" \
-        --codec "$codec" --impls reference ours --cpus $CPUS --repeat "${REPEAT:-1}" \
-        --clips "$clips" "$@" 2>&1 | tee "$out/keyframes_$codec.txt" || status=1
+for step in ${STEPS:-keyframes cache}; do
+    case "$step" in
+    keyframes)
+        for codec in ${CODECS:-h264}; do
+            # shellcheck disable=SC2086 # CPUS is a list of numbers
+            PYTHONUNBUFFERED=1 "$PYTHON" -m bench.bench_keyframes --minutes "${MINUTES:-10}" \
+                --codec "$codec" --impls reference ours --cpus $CPUS --repeat "${REPEAT:-1}" \
+                --clips "$clips" "$@" 2>&1 | tee "$out/keyframes_$codec.txt" || status=1
+        done ;;
+    cache)
+        PYTHONUNBUFFERED=1 "$PYTHON" -m bench.bench_cache_perception \
+            --clips "${CACHE_CLIPS:-32}" --workers "$n" 2>&1 \
+            | tee "$out/cache_perception.txt" || status=1 ;;
+    *)
+        echo "unknown step $step (keyframes, cache)" >&2
+        status=2 ;;
+    esac
 done
 exit $status

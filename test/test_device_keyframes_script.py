@@ -1,6 +1,7 @@
-"""bench/device_keyframes.sh, the prepared many-core key-frame bench: it runs the real
-bench with one table per CPU count and copies the tables out; it says what to do when PyAV
-is missing; and the bench flags a table whose pinning was not in force."""
+"""bench/device_keyframes.sh, the prepared many-core key-frame benchmarks: it runs the
+real key-frame bench with one table per CPU count and the cache bench, and copies their
+output out; it says what to do when PyAV is missing; and the key-frame bench flags a table
+whose pinning was not in force."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[
 def test_runs_the_bench_pinned_to_each_cpu_count_and_keeps_the_tables(tmp_path: Path) -> None:
     cpus = "1 2" if len(os.sched_getaffinity(0)) >= 2 else "1"
     proc = _run(tmp_path, "run", "--minutes", "0.1", "--width", "320", "--height", "240",
-                CPUS=cpus)
+                CPUS=cpus, STEPS="keyframes")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     machine = (tmp_path / "out" / "machine.txt").read_text()
     assert "opencv" in machine and "pyav" in machine
@@ -40,6 +41,21 @@ def test_runs_the_bench_pinned_to_each_cpu_count_and_keeps_the_tables(tmp_path: 
     assert "all implementations agree" in table
     assert "WARNING" not in table
     assert list((tmp_path / "clips").glob("clip_*_h264_320x240.mp4"))
+
+
+@pytest.mark.slow
+def test_the_cache_step_compares_one_process_with_a_pool(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "run", STEPS="cache", CACHE_CLIPS="2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = (tmp_path / "out" / "cache_perception.txt").read_text()
+    assert "| one process | 1 |" in report and "| process pool |" in report
+    assert "identical key frames: True; identical records: True" in report
+    assert not (tmp_path / "out" / "keyframes_h264.txt").exists()
+
+
+def test_an_unknown_step_fails(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "run", STEPS="nothing")
+    assert proc.returncode == 2 and "unknown step nothing" in proc.stderr
 
 
 def test_without_pyav_or_its_wheel_it_says_how_to_get_one(tmp_path: Path) -> None:
