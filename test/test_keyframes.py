@@ -8,10 +8,15 @@ live count rule and sampler, and the `embodied-r keyframes` command."""
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import math
+import os
+import struct
+import subprocess
 import sys
+import termios
 import threading
 import time
 import tracemalloc
@@ -875,3 +880,53 @@ def test_cli_errors_exit_2(tmp_path: Path, known_clips: dict[str, Path],
     assert cli_main([str(known_clips["static271"]), "--decoder", "gpu"]) == 2
     with pytest.raises(InvalidRequestError, match="unknown decoder"):
         extract_keyframes_from_video(known_clips["static271"], decoder="gpu")
+
+
+def test_progress_is_reported_for_every_sampled_frame(known_clips: dict[str, Path]) -> None:
+    calls: list[tuple[int, int]] = []
+    result = extract_keyframes_from_video(known_clips["static271"],
+                                          on_progress=lambda done, total: calls.append((done, total)))
+    assert result.n_sampled == 10
+    assert calls == [(i, 10) for i in range(1, 11)]
+
+
+def _keyframes_command_stderr_on_a_terminal(clip: Path, *extra: str) -> tuple[str, str]:
+    """Runs the installed `embodied-r keyframes` with stderr on a pseudo-terminal; returns
+    (stdout, what the terminal received)."""
+    leader, follower = os.openpty()
+    # A terminal of 24 x 100 characters (a new pseudo-terminal is 0 x 0, where tqdm draws
+    # a bar of no width).
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    try:
+        proc = subprocess.run(["embodied-r", "keyframes", str(clip), *extra],
+                              stdout=subprocess.PIPE, stderr=follower, text=True,
+                              timeout=120, check=True)
+        os.close(follower)
+        follower = -1
+        received = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal has no writer left
+                break
+            if not chunk:
+                break
+            received += chunk
+    finally:
+        if follower >= 0:
+            os.close(follower)
+        os.close(leader)
+    return proc.stdout, received.decode(errors="replace")
+
+
+def test_the_command_shows_a_progress_bar_on_a_terminal_only(known_clips: dict[str, Path]) -> None:
+    clip = known_clips["static271"]
+    out, terminal = _keyframes_command_stderr_on_a_terminal(clip)
+    assert "sampled positions: 0 1 5 9" in out
+    assert "sampled frames" in terminal and "10/10" in terminal
+    out, terminal = _keyframes_command_stderr_on_a_terminal(clip, "--no-progress")
+    assert "sampled positions: 0 1 5 9" in out and terminal == ""
+    # Not a terminal (a pipe, as in scripts and these tests' other runs): no bar either.
+    proc = subprocess.run(["embodied-r", "keyframes", str(clip), "--json"], capture_output=True,
+                          text=True, timeout=120, check=True)
+    assert proc.stderr == "" and json.loads(proc.stdout)["sampled_indices"] == [0, 1, 5, 9]

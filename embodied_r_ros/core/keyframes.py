@@ -62,7 +62,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import cv2
 import numpy as np
@@ -618,8 +618,10 @@ def _select_stream(
     params: KeyFrameParams,
     *,
     keep_images: bool,
+    on_frame: Callable[[int], None] | None = None,
 ) -> _Selection:
-    """Rules 2-3 over the sampled frames' features, in frame order, on the calling thread."""
+    """Rules 2-3 over the sampled frames' features, in frame order, on the calling thread;
+    `on_frame(n)` after the n-th frame."""
     selector = StreamingKeyFrameSelector(params)
     out = _Selection([], [], {} if keep_images else None, None, 0.0)
     try:
@@ -636,6 +638,8 @@ def _select_stream(
             out.sources.append(number)
             if decision.is_keyframe:
                 out.kept.append(position)
+            if on_frame is not None:
+                on_frame(position + 1)
             if bgr is not None:
                 rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
                 out.latest = (position, rgb)
@@ -673,6 +677,7 @@ def extract_keyframes_from_video(
     fast_decode: bool = True,
     workers: int | None = None,
     decoder: str = "auto",
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> VideoKeyFrames:
     """The reference's final key frames of a video file (rules 1-5), in one streaming pass.
 
@@ -691,6 +696,9 @@ def extract_keyframes_from_video(
       cached while there are at most `max_keyframes` of them (plus the latest sampled
       frame); frames the count rule picks that were not cached are fetched by a second,
       targeted pass that decodes only what they need.
+    - on_progress: called as on_progress(done, total) after each sampled frame is decided
+      (total = frames the sampling keeps); `done` starts again from 1 when a decoding
+      strategy hands over to the next one.
 
     Missing or unreadable files, a frame rate below the sampling rate and videos with no
     decodable sampled frame raise InvalidRequestError naming the path.
@@ -712,6 +720,10 @@ def extract_keyframes_from_video(
     def first_frame() -> np.ndarray | None:  # OpenCV's frame 0, for the fast paths' check
         return frame0
 
+    def on_frame(done: int) -> None:
+        if on_progress is not None:
+            on_progress(done, len(wanted))
+
     fallbacks: list[str] = []
     selection: _Selection | None = None
     strategy = ""
@@ -722,7 +734,8 @@ def extract_keyframes_from_video(
         try:
             # Results are features (~20 kB) unless images are kept (a frame each).
             frames = reader.frames(transform, buffer_frames=4 if return_images else 16)
-            selection = _select_stream(frames, params, keep_images=return_images)
+            selection = _select_stream(frames, params, keep_images=return_images,
+                                       on_frame=on_frame)
             break
         except FastDecodeUnavailable as exc:
             fallbacks.append(f"{strategy}: {exc}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from embodied_r_ros.core.errors import EmbodiedRError
 from embodied_r_ros.core.keyframes import KeyFrameParams, extract_keyframes_from_video
@@ -49,7 +50,37 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=None,
                         help="threads for ORB features (default: all usable CPUs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar (it is shown on stderr only when stderr is a "
+                        "terminal)")
     return parser
+
+
+class _ProgressBar:
+    """A bar over the sampled frames on stderr (only on a terminal, unless disabled)."""
+
+    def __init__(self, enabled: bool, label: str) -> None:
+        self.enabled, self.label = enabled, label
+        self.bar: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm  # noqa: PLC0415 - only when a bar is wanted
+
+            # disable=None: tqdm shows nothing when stderr is not a terminal.
+            self.bar = tqdm(total=total, desc=self.label, unit="frame", disable=None,
+                            file=sys.stderr)
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)  # throttled by tqdm
+        else:  # a decoder hand-over starts again from 1
+            self.bar.n = done
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 def main(argv: list[str]) -> int:
@@ -66,8 +97,12 @@ def main(argv: list[str]) -> int:
             min_keyframes=args.min_keyframes,
             max_keyframes=args.max_keyframes,
         )
-        result = extract_keyframes_from_video(args.video, params,
-                                              decoder=args.decoder, workers=args.workers)
+        progress = _ProgressBar(not args.no_progress, "sampled frames")
+        try:
+            result = extract_keyframes_from_video(args.video, params, decoder=args.decoder,
+                                                  workers=args.workers, on_progress=progress)
+        finally:
+            progress.close()
     except EmbodiedRError as exc:
         print(f"embodied-r keyframes: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
