@@ -1,10 +1,11 @@
-"""bench/device_keyframes.sh, the prepared many-core key-frame benchmarks: it runs the
-real key-frame bench with one table per CPU count and the cache bench, and copies their
-output out; it says what to do when PyAV is missing; and the key-frame bench flags a table
-whose pinning was not in force."""
+"""bench/device_benchmarks.sh, the prepared run for a many-core GPU machine: it runs the
+real key-frame bench with one table per CPU count, the cache bench and the GPU latency
+script (tiny mode here), and copies their output out; it says what to do when PyAV is
+missing; and the key-frame bench flags a table whose pinning was not in force."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 from bench.bench_keyframes import pinning_warnings
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "bench" / "device_keyframes.sh"
+SCRIPT = REPO / "bench" / "device_benchmarks.sh"
 
 
 def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -53,6 +54,17 @@ def test_the_cache_step_compares_one_process_with_a_pool(tmp_path: Path) -> None
     assert not (tmp_path / "out" / "keyframes_h264.txt").exists()
 
 
+@pytest.mark.slow
+def test_the_gpu_step_runs_the_latency_script(tmp_path: Path) -> None:
+    # --tiny: the same script with tiny configs on the CPU (no GPU here).
+    proc = _run(tmp_path, "run", STEPS="gpu", GPU_ARGS="--tiny")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = json.loads((tmp_path / "out" / "gpu_latency.json").read_text())
+    cases = {row["case"] for row in results["rows"]}
+    assert {"1 image (frame 0)", "2 images (key frame)", "reasoning"} <= cases
+    assert "peak GPU memory" in (tmp_path / "out" / "gpu_latency.txt").read_text()
+
+
 def test_an_unknown_step_fails(tmp_path: Path) -> None:
     proc = _run(tmp_path, "run", STEPS="nothing")
     assert proc.returncode == 2 and "unknown step nothing" in proc.stderr
@@ -66,7 +78,7 @@ def test_without_pyav_or_its_wheel_it_says_how_to_get_one(tmp_path: Path) -> Non
     proc = _run(tmp_path, "run", WHEELS=str(tmp_path / "no-wheels"),
                 PYTHONPATH=f"{shadow}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     assert proc.returncode == 2
-    assert "bench/device_keyframes.sh fetch" in proc.stderr
+    assert "bench/device_benchmarks.sh fetch" in proc.stderr
     assert not (tmp_path / "out").exists()  # nothing ran
 
 

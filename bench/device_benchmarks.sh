@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The key-frame benchmarks on a machine with more cores than the 2-core development
-# machines (the GPU machine this workplace lends some sessions has 16): whole-clip key
-# frames against the reference, one table per CPU count, and the training cache's
-# key-frame stage on one process vs a pool. It needs python3 with numpy, OpenCV, tqdm and
-# PyYAML; PyAV, when missing, is installed from a wheel carried along, since such a
-# machine may have no package index.
+# The benchmarks that need a machine these 2-core development machines are not, as one
+# prepared run (the GPU machine this workplace lends some sessions has 16 cores and an
+# H200): whole-clip key frames against the reference, one table per CPU count; the
+# training cache's key-frame stage on one process vs a pool; and the latency of the two
+# models at full size on the GPU (bench/gpu_latency.py). It needs python3 with numpy,
+# OpenCV, tqdm and PyYAML (torch and transformers for the gpu step); PyAV, when missing,
+# is installed from a wheel carried along, since such a machine may have no package index.
 #
-#   bash bench/device_keyframes.sh fetch           # where PyPI is reachable: the PyAV
+#   bash bench/device_benchmarks.sh fetch           # where PyPI is reachable: the PyAV
 #                                                  # wheel (pinned version) into $WHEELS
-#   bash bench/device_keyframes.sh run [ARGS...]   # on the many-core machine; ARGS go to
+#   bash bench/device_benchmarks.sh run [ARGS...]   # on the many-core machine; ARGS go to
 #                                                  # bench.bench_keyframes after the defaults
 #
 # Settings (environment):
@@ -22,12 +23,16 @@
 #   REPEAT      rounds per table (default 1)
 #   CLIPS       where the clip is written and reused (default /tmp/bench_clips)
 #   OUT         where the tables are copied (default $OUT of the device tool, else ./bench_out)
-#   STEPS       what to run (default "keyframes cache"): keyframes = bench.bench_keyframes
-#               (about 7 minutes on 16 cores: the clip, then reference and ours per CPU
-#               count); cache = bench.bench_cache_perception, videos per minute of the
-#               training cache's key-frame stage on one process vs a pool of all CPUs
-#               (about 2 minutes). One step per call keeps each call short.
+#   STEPS       what to run (default "keyframes cache gpu"): keyframes =
+#               bench.bench_keyframes (about 7 minutes on 16 cores: the clip, then
+#               reference and ours per CPU count); cache = bench.bench_cache_perception,
+#               videos per minute of the training cache's key-frame stage on one process
+#               vs a pool of all CPUs (about 2 minutes); gpu = bench/gpu_latency.py, the
+#               perception and reasoning models at full size with random bf16 weights
+#               (minutes; results also as gpu_latency.json). One step per call keeps
+#               each call short. (All durations are estimates, not measured there.)
 #   CACHE_CLIPS clips for the cache step (default 32)
+#   GPU_ARGS    extra arguments for gpu_latency.py (e.g. --tiny to try it on a CPU)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,11 +46,11 @@ fetch)
     version=$(sed -n 's/^av==//p' requirements/constraints.txt)
     "$PYTHON" -m pip download "av==$version" --no-deps --only-binary=:all: \
         --python-version "${DEVICE_PY:-3.12}" --platform manylinux_2_28_x86_64 -d "$WHEELS"
-    echo "carry $WHEELS to the machine and run: bash bench/device_keyframes.sh run"
+    echo "carry $WHEELS to the machine and run: bash bench/device_benchmarks.sh run"
     exit 0 ;;
 run) ;;
 *)
-    echo "usage: bash bench/device_keyframes.sh fetch | run [bench args...]" >&2
+    echo "usage: bash bench/device_benchmarks.sh fetch | run [bench args...]" >&2
     exit 2 ;;
 esac
 
@@ -59,7 +64,7 @@ if ! "$PYTHON" -c 'import av' 2>/dev/null; then
     wheel=$(ls "$WHEELS"/av-*.whl 2>/dev/null | head -n 1 || true)
     if [ -z "$wheel" ]; then
         echo "PyAV is not installed and no av-*.whl is in $WHEELS: run" \
-             "'bash bench/device_keyframes.sh fetch' where PyPI is reachable and carry $WHEELS" >&2
+             "'bash bench/device_benchmarks.sh fetch' where PyPI is reachable and carry $WHEELS" >&2
         exit 2
     fi
     "$PYTHON" -m pip install --quiet --no-index --no-deps --target "$deps" "$wheel"
@@ -85,7 +90,7 @@ print("python", sys.version.split()[0], "| opencv", cv2.__version__, "| pyav", a
 } | tee "$out/machine.txt"
 
 status=0
-for step in ${STEPS:-keyframes cache}; do
+for step in ${STEPS:-keyframes cache gpu}; do
     case "$step" in
     keyframes)
         for codec in ${CODECS:-h264}; do
@@ -98,8 +103,12 @@ for step in ${STEPS:-keyframes cache}; do
         PYTHONUNBUFFERED=1 "$PYTHON" -m bench.bench_cache_perception \
             --clips "${CACHE_CLIPS:-32}" --workers "$n" 2>&1 \
             | tee "$out/cache_perception.txt" || status=1 ;;
+    gpu)
+        # shellcheck disable=SC2086 # GPU_ARGS is a list of arguments
+        PYTHONUNBUFFERED=1 "$PYTHON" bench/gpu_latency.py --json "$out/gpu_latency.json" \
+            ${GPU_ARGS:-} 2>&1 | tee "$out/gpu_latency.txt" || status=1 ;;
     *)
-        echo "unknown step $step (keyframes, cache)" >&2
+        echo "unknown step $step (keyframes, cache, gpu)" >&2
         status=2 ;;
     esac
 done
