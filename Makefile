@@ -30,6 +30,10 @@ colcon-test: setup
 test-quick: setup
 	$(ENV) python -m pytest test -m "not slow" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
+# The style and type checks the suite runs (test/test_lint.py), on their own.
+lint: setup
+	$(ENV) ruff check . && mypy embodied_r_ros/core
+
 bench-keyframes: setup
 	$(ENV) python -m bench.bench_keyframes --minutes 1
 

@@ -13,6 +13,8 @@ import json
 import sys
 from typing import Any
 
+from tqdm import tqdm
+
 from embodied_r_ros.core.errors import EmbodiedRError
 from embodied_r_ros.core.keyframes import KeyFrameParams, extract_keyframes_from_video
 
@@ -67,8 +69,6 @@ class _ProgressBar:
         if not self.enabled:
             return
         if self.bar is None:
-            from tqdm import tqdm  # noqa: PLC0415 - only when a bar is wanted
-
             # disable=None: tqdm shows nothing when stderr is not a terminal.
             self.bar = tqdm(total=total, desc=self.label, unit="frame", disable=None,
                             file=sys.stderr)
