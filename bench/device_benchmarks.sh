@@ -57,6 +57,7 @@ esac
 # The training package is installed as embodied_r_training; from a bare checkout it is
 # the folder training/, made importable under that name here.
 deps=$(mktemp -d)
+trap 'rm -rf "$deps"' EXIT
 ln -s "$PWD/training" "$deps/embodied_r_training"
 export PYTHONPATH="$PWD:$deps${PYTHONPATH:+:$PYTHONPATH}"
 
