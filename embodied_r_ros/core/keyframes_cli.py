@@ -59,18 +59,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 class _ProgressBar:
-    """A bar over the sampled frames on stderr (only on a terminal, unless disabled)."""
+    """A bar over the sampled frames on stderr, created once the total is known.
+    `disable`: True (never shown) or None (shown only when stderr is a terminal)."""
 
-    def __init__(self, enabled: bool, label: str) -> None:
-        self.enabled, self.label = enabled, label
+    def __init__(self, label: str, disable: bool | None) -> None:
+        self.label, self.disable = label, disable
         self.bar: Any = None
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
         if self.bar is None:
-            # disable=None: tqdm shows nothing when stderr is not a terminal.
-            self.bar = tqdm(total=total, desc=self.label, unit="frame", disable=None,
+            self.bar = tqdm(total=total, desc=self.label, unit="frame", disable=self.disable,
                             file=sys.stderr)
         if done > self.bar.n:
             self.bar.update(done - self.bar.n)  # throttled by tqdm
@@ -97,7 +95,7 @@ def main(argv: list[str]) -> int:
             min_keyframes=args.min_keyframes,
             max_keyframes=args.max_keyframes,
         )
-        progress = _ProgressBar(not args.no_progress, "sampled frames")
+        progress = _ProgressBar("sampled frames", True if args.no_progress else None)
         try:
             result = extract_keyframes_from_video(args.video, params, decoder=args.decoder,
                                                   workers=args.workers, on_progress=progress)

@@ -10,12 +10,12 @@ reasoning-model input on `<answers topic>/prompt` (JSON chat messages).
 Lifecycle: `serve()` (activate) creates the service and, the first time, the action
 server, and starts accepting questions; `withdraw()` (deactivate) stops accepting them,
 gives back the places of accepted goals that have not started and fails the questions
-in progress with CANCELLED. The service is destroyed
-by deactivate once its replies are sent (`ManagedNode.create_tracked_service`). The action
-server lives until `destroy()` (cleanup): rclpy sends a goal's result to the client
-after the execute callback has returned, in a later executor task, so an action server
-destroyed by deactivate could drop the CANCELLED results of the goals deactivate ended.
-While the node is inactive it rejects new goals at goal time.
+in progress with CANCELLED. The service is destroyed by deactivate once its replies are
+sent (`ManagedNode.create_tracked_service`). The action server lives until `destroy()`
+(cleanup): rclpy sends a goal's result to the client after the execute callback has
+returned, in a later executor task, so an action server destroyed by deactivate could
+drop the CANCELLED results of the goals deactivate ended. While the node is inactive it
+rejects new goals at goal time.
 """
 
 from __future__ import annotations
