@@ -358,8 +358,9 @@ def measure(
     )
 
 
-def free(model: Any, torch: Any, device: str) -> None:
-    del model
+def release_memory(torch: Any, device: str) -> None:
+    """Return freed blocks to the device. The caller drops its own reference to the model
+    first: a `del` inside this function would only drop this function's name for it."""
     gc.collect()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
@@ -408,7 +409,8 @@ def run(args: argparse.Namespace) -> Report:
             report.rows.append(row)
             print(f"[{row.model}] {row.case}: {row.total_s:.3f} s", file=sys.stderr, flush=True)
         report.memory_gib["vlm"] = peak_gib(torch, args.device)
-        free(vlm, torch, args.device)
+        del vlm
+        release_memory(torch, args.device)
         if args.device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats(args.device)
 
@@ -423,7 +425,8 @@ def run(args: argparse.Namespace) -> Report:
         report.rows.append(row)
         print(f"[{row.model}] {row.case}: {row.total_s:.3f} s", file=sys.stderr, flush=True)
         report.memory_gib["lm"] = peak_gib(torch, args.device)
-        free(lm, torch, args.device)
+        del lm
+        release_memory(torch, args.device)
     return report
 
 

@@ -80,3 +80,29 @@ def test_full_size_image_budget(bench) -> None:
     inputs = bench.perception_inputs(bench.QWEN25_VL_7B, torch, 2, args, "cpu", torch.float32)
     assert inputs["_image_tokens"] == [391, 391]
     assert inputs["input_ids"].shape[1] == 200 + 2 * (391 + 2)
+
+
+def test_perception_model_is_released_before_the_reasoning_model_is_built(bench, monkeypatch) -> None:
+    """The reasoning model's peak memory must not include the perception model's weights
+    (the first H200 run reported 22.0 GiB for a 3B model because the VLM was still held)."""
+    import gc
+    import weakref
+
+    built: list[weakref.ref] = []
+    alive_when_lm_built: list[bool] = []
+    build_vlm, build_lm = bench.build_vlm, bench.build_lm
+
+    def tracking_build_vlm(*args, **kwargs):
+        model = build_vlm(*args, **kwargs)
+        built.append(weakref.ref(model))
+        return model
+
+    def tracking_build_lm(*args, **kwargs):
+        gc.collect()
+        alive_when_lm_built.append(built[0]() is not None)
+        return build_lm(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "build_vlm", tracking_build_vlm)
+    monkeypatch.setattr(bench, "build_lm", tracking_build_lm)
+    assert bench.main(["--tiny"]) == 0
+    assert alive_when_lm_built == [False]
