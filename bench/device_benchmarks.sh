@@ -24,13 +24,13 @@
 #   CLIPS       where the clip is written and reused (default /tmp/bench_clips)
 #   OUT         where the tables are copied (default $OUT of the device tool, else ./bench_out)
 #   STEPS       what to run (default "keyframes cache gpu"): keyframes =
-#               bench.bench_keyframes (about 7 minutes on 16 cores: the clip, then
-#               reference and ours per CPU count); cache = bench.bench_cache_perception,
-#               videos per minute of the training cache's key-frame stage on one process
-#               vs a pool of all CPUs (about 2 minutes); gpu = bench/gpu_latency.py, the
-#               perception and reasoning models at full size with random bf16 weights
-#               (minutes; results also as gpu_latency.json). One step per call keeps
-#               each call short. (All durations are estimates, not measured there.)
+#               bench.bench_keyframes (on the 16-core machine, 2026-12-04: the clip in
+#               224 s, then reference and ours pinned to 16, 2, 4 and 8 CPUs in 267 s);
+#               cache = bench.bench_cache_perception, videos per minute of the training
+#               cache's key-frame stage on one process vs a pool of all CPUs (36 s with
+#               CACHE_CLIPS=16); gpu = bench/gpu_latency.py, the perception and reasoning
+#               models at full size with random bf16 weights (181 s; results also as
+#               gpu_latency.json). One step per call keeps each call short.
 #   CACHE_CLIPS clips for the cache step (default 32)
 #   GPU_ARGS    extra arguments for gpu_latency.py (e.g. --tiny to try it on a CPU)
 set -euo pipefail
