@@ -6,10 +6,18 @@ executables (`<prefix>/lib/embodied_r_ros/<name>`, what `ros2 run` starts) with 
 arguments, both taken from the one graph definition in `embodied_r_ros.graph`, echoes
 their output with a prefix, and stops them cleanly (SIGINT, then SIGKILL after a grace
 period). It does not import rclpy. `embodied-r launch` is its command-line form.
+
+The nodes run in sessions of their own (a Ctrl-C at the terminal reaches the launcher
+only), so the launcher is what stops them: `embodied-r launch` stops the graph on SIGINT
+and on SIGTERM (what `kill`, systemd and container runtimes send), as `ros2 launch` does,
+also when it was started with SIGINT ignored (a background job of a script inherits
+that). On Linux a node also gets SIGTERM when the process that started it dies without
+stopping it (SIGKILL, the OOM killer), so no node outlives its launcher.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -17,7 +25,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -71,10 +79,12 @@ class GraphProcesses:
         return self
 
     def start(self, launch: NodeLaunch) -> NodeProcess:
-        """Start (or restart) one node's process."""
+        """Start (or restart) one node's process. On Linux the node gets SIGTERM when the
+        thread that started it ends (the launcher killed, even by SIGKILL), so call this
+        from a thread that lives as long as the graph (the main thread, as all callers do)."""
         proc = subprocess.Popen(command_line(launch), env=self.env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_stop_with_parent())
         node = NodeProcess(launch, proc)
         threading.Thread(target=self._pump, args=(node,), daemon=True).start()
         self.nodes = [n for n in self.nodes if n.name != launch.name] + [node]
@@ -128,9 +138,57 @@ class GraphProcesses:
         self.stop()
 
 
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _stop_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that asks Linux to send the child SIGTERM (which the nodes handle as
+    a clean shutdown) when its parent dies, so a launcher killed without a chance to stop
+    its nodes (SIGKILL, the OOM killer) does not leave them running; None where there is
+    no prctl (not Linux). It runs between fork and exec and only calls libc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+@dataclass
+class StopRequest:
+    """What a stop signal left: the signal's name, None until one arrives. (A plain
+    attribute: a signal handler must not take locks, such as a threading.Event's, that the
+    interrupted main thread may hold.)"""
+
+    reason: str | None = None
+
+
+def install_stop_handlers() -> StopRequest:
+    """SIGINT and SIGTERM record a stop request instead of ending the process at once, so
+    the graph is always stopped on the way out (the nodes run in their own sessions and
+    would otherwise be left running). Installed even where SIGINT is inherited as ignored."""
+    request = StopRequest()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        request.reason = signal.Signals(signum).name
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
+    return request
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`embodied-r launch [name:=value ...]`: start the graph like `ros2 launch` and run
-    until Ctrl-C (or until a node exits, whose code is returned)."""
+    until SIGINT (Ctrl-C) or SIGTERM, then stop the nodes and return 0; or until a node
+    exits, whose code is returned."""
     args = list(sys.argv[1:] if argv is None else argv)
     if any(a in {"-h", "--help"} for a in args):
         from embodied_r_ros import graph
@@ -146,18 +204,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GraphDefinitionError as exc:
         print(f"embodied-r launch: {exc}", file=sys.stderr)
         return 2
-    with graph_processes as graph:
-        try:
-            while True:
-                for node in graph.nodes:
-                    code = node.process.poll()
-                    if code is not None:
-                        print(f"embodied-r launch: node {node.name} exited with code {code}",
-                              file=sys.stderr)
-                        return code
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            return 0
+    stop = install_stop_handlers()
+    with graph_processes as running:
+        while stop.reason is None:
+            for node in running.nodes:
+                code = node.process.poll()
+                if code is not None:
+                    print(f"embodied-r launch: node {node.name} exited with code {code}",
+                          file=sys.stderr)
+                    return code
+            time.sleep(0.5)
+        print(f"embodied-r launch: got {stop.reason}, stopping the nodes", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
