@@ -42,6 +42,10 @@ from embodied_r_ros.nodes.diagnostics import DiagnosticsPublisher
 from embodied_r_ros.nodes.node_runtime import CallbackGuard, forward_python_logging, lifecycle_state
 from embodied_r_ros.nodes.ros_params import declare_parameters, parameter_guard, read_parameters
 
+# How long deactivate keeps a service after its last response was sent, so that the
+# response reaches the caller before the service (and its DDS writer) is destroyed.
+REPLY_LINGER_S = 1.0
+
 
 def free_accelerator_memory() -> None:
     """Return cached GPU memory to the driver after models were released."""
@@ -72,6 +76,7 @@ class ManagedNode(LifecycleNode):
         self._entities: list[Any] = []
         self._active_callbacks = 0
         self._callbacks_done = threading.Condition()
+        self._last_reply_at = float("-inf")  # monotonic time of the last response sent
         self.executor_threads = 4
         diag = {name: self.get_parameter(name).value for name in self.parameter_names
                 if name.startswith("diagnostics.")}
@@ -137,6 +142,7 @@ class ManagedNode(LifecycleNode):
             try:
                 send(response, header)
             finally:
+                self._last_reply_at = time.monotonic()
                 self._release_hold()
 
         service.send_response = send_then_release  # type: ignore[method-assign]
@@ -240,6 +246,12 @@ class ManagedNode(LifecycleNode):
         with self._callbacks_done:
             while self._active_callbacks > 0 and time.monotonic() < deadline:
                 self._callbacks_done.wait(timeout=0.05)
+        # A response handed to the middleware is not yet delivered: destroying its service
+        # at once can drop it (seen under load as a caller told the server went away instead
+        # of getting its CANCELLED reply). Give replies sent just now time to go out.
+        linger = self._last_reply_at + REPLY_LINGER_S - time.monotonic()
+        if linger > 0:
+            time.sleep(linger)
         self._destroy_entities()
 
     def _destroy_entities(self) -> None:
