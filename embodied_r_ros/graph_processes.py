@@ -143,9 +143,11 @@ _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 def _stop_with_parent() -> Callable[[], None] | None:
     """A `preexec_fn` that asks Linux to send the child SIGTERM (which the nodes handle as
-    a clean shutdown) when its parent dies, so a launcher killed without a chance to stop
-    its nodes (SIGKILL, the OOM killer) does not leave them running; None where there is
-    no prctl (not Linux). It runs between fork and exec and only calls libc."""
+    a clean shutdown) when the thread that started it ends, its whole process dying
+    included, so a launcher killed without a chance to stop its nodes (SIGKILL, the OOM
+    killer) does not leave them running; None where there is no prctl (not Linux). It
+    runs in the child between fork and exec and does no more than call prctl, getppid
+    and kill."""
     if not sys.platform.startswith("linux"):
         return None
     try:
