@@ -92,12 +92,16 @@ class ReplayClient(GraphClient):
 
     # -- frames ---------------------------------------------------------------------------
     def play(self, frames: Iterable[tuple[float, Any, str]], rate: float = 1.0,
-             poses: Sequence[Any] = ()) -> int:
+             poses: Sequence[Any] = (), max_ahead: int = 0) -> int:
         """Publish (stamp_s, rgb image, frame_id) tuples, paced by their stamps / rate
         (rate <= 0: as fast as possible), with the odometry `poses` (core.odometry.Pose3D)
         interleaved by stamp. With poses, waits (up to 10 s) for an odometry subscriber to
-        be matched first, so the earliest poses are not lost to discovery. Returns the
-        number of frames published."""
+        be matched first, so the earliest poses are not lost to discovery. With
+        `max_ahead` > 0, never more than that many frames are published that the graph
+        has not yet counted (its status' frames_received, this episode): with a reliable
+        camera subscription of at least that depth no frame is lost however far the node
+        falls behind (the replay waits for it, up to 60 s at a time). Returns the number
+        of frames published."""
         if poses:
             deadline = time.monotonic() + 10.0
             while self.odometry_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
@@ -106,6 +110,7 @@ class ReplayClient(GraphClient):
         stamp0 = 0.0
         pending = sorted(poses, key=lambda p: p.stamp_s)
         next_pose = 0
+        counted = 0  # frames the graph was last seen to have received
         for stamp_s, image, frame_id in frames:
             if wall0 is None:
                 wall0, stamp0 = time.monotonic(), stamp_s
@@ -116,12 +121,32 @@ class ReplayClient(GraphClient):
             while next_pose < len(pending) and pending[next_pose].stamp_s <= stamp_s:
                 self.odometry_pub.publish(odometry_msg(pending[next_pose]))
                 next_pose += 1
+            if max_ahead > 0:
+                counted = self._wait_until_counted(self.published - max_ahead + 1, counted)
             header = Header(stamp=seconds_to_stamp(stamp_s), frame_id=frame_id)
             self.camera_pub.publish(rgb_to_image_msg(image, header))
             self.published += 1
         for pose in pending[next_pose:]:
             self.odometry_pub.publish(odometry_msg(pose))
         return self.published
+
+    def _wait_until_counted(self, needed: int, counted: int, timeout_s: float = 60.0) -> int:
+        """Wait until the graph has received at least `needed` frames; `counted` is the
+        count last seen (no status call while it suffices). Returns the new count; gives
+        up after `timeout_s` without progress (the frame may then be lost)."""
+        if counted >= needed:
+            return counted
+        last_progress = time.monotonic()
+        while True:
+            seen = int(self.status().frames_received)
+            if seen >= needed:
+                return seen
+            now = time.monotonic()
+            if seen > counted:
+                counted, last_progress = seen, now
+            elif now - last_progress > timeout_s:
+                return seen
+            time.sleep(0.01)
 
     def wait_for_graph(self, timeout_s: float, alive_check=None) -> None:  # type: ignore[no-untyped-def]
         """Wait until the graph serves questions and subscribes to the camera topic."""

@@ -33,6 +33,15 @@ def embodied_r(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[
                           capture_output=True, timeout=timeout, env=os.environ.copy())
 
 
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie waiting for whoever adopted it to reap it."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
+
+
 class Launcher:
     """`embodied-r launch ...` as a user's shell starts it; its output is drained all the
     time (a chatty graph never blocks on a full pipe) and kept for failure messages."""
@@ -88,7 +97,7 @@ class Launcher:
             raise AssertionError(f"launcher still running 60 s after {signal.Signals(signum).name}:"
                                  f"\n{self.output()}") from None
         self._drain.join(timeout=10)
-        left = [pid for pid in nodes if Path(f"/proc/{pid}").exists()]
+        left = [pid for pid in nodes if not _exited(pid)]
         for pid in left:  # do not leave them to the next tests
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -170,15 +179,6 @@ def test_sigterm_stops_the_graph_and_its_nodes(tiny_models, tmp_path) -> None:  
     assert len(launcher.node_pids()) == 1  # the embedded graph: one node
     assert launcher.stop(signal.SIGTERM) == 0
     assert "got SIGTERM, stopping the nodes" in launcher.output()
-
-
-def _exited(pid: int) -> bool:
-    """Gone, or a zombie waiting for whoever adopted it to reap it."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return True
-    return "\nState:\tZ" in status
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux's")

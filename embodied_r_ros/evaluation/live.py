@@ -11,8 +11,10 @@ question through the AskSpatial service and records the reasoning prompt publish
 This is the mode for timing as on the robot. Frames can be lost in transport: with the
 default best-effort camera QoS, or a replay rate faster than the node takes frames. For
 a lossless replay (the same answers as the fast mode) set `camera.reliability:
-reliable` (the client then publishes reliably too) and a moderate `--rate`; the episode
-record says how many frames the graph received.
+reliable`: the client then publishes reliably too, and never runs more than
+`camera.depth` frames ahead of what the graph has received (it waits for a node that
+falls behind instead of overflowing its queue). The episode record says how many frames
+the graph received.
 """
 
 from __future__ import annotations
@@ -141,7 +143,12 @@ class LiveReplay:
         client.published = 0
         first_prompt = len(client.prompts)
         try:
-            record.frames_published = client.play(frames(), rate=self.rate, poses=poses)
+            # A reliable camera subscription asks for a lossless replay: never run further
+            # ahead of the graph than its queue holds.
+            lossless = p["camera.reliability"] == "reliable"
+            record.frames_published = client.play(
+                frames(), rate=self.rate, poses=poses,
+                max_ahead=int(p["camera.depth"]) if lossless else 0)
         finally:
             record.read = report.to_json()
         received, sampled = client.wait_for_frames(record.frames_published, expected_sampled,
