@@ -33,8 +33,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PARAMS = REPO_ROOT / "config" / "embodied_r.yaml"
 DEFAULT_ARTIFACTS = REPO_ROOT / "artifacts"
 # Camera queue depth of the demo's lossless replay: the unread frames the subscription
-# keeps, so the node may fall this many frames behind (1.25 s of the sample at 4x) and
-# still get every frame.
+# keeps, and so how far (1.25 s of the sample at 4x) the replay may run ahead of the node
+# before it waits for it.
 LOSSLESS_DEPTH = 50
 
 
