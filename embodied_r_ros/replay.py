@@ -100,8 +100,8 @@ class ReplayClient(GraphClient):
         `max_ahead` > 0, never more than that many frames are published that the graph
         has not yet counted (its status' frames_received, this episode): with a reliable
         camera subscription of at least that depth no frame is lost however far the node
-        falls behind (the replay waits for it, up to 60 s at a time). Returns the number
-        of frames published."""
+        falls behind (the replay waits for it; after 60 s with no progress the rest is
+        published without waiting). Returns the number of frames published."""
         if poses:
             deadline = time.monotonic() + 10.0
             while self.odometry_pub.get_subscription_count() == 0 and time.monotonic() < deadline:
@@ -122,7 +122,14 @@ class ReplayClient(GraphClient):
                 self.odometry_pub.publish(odometry_msg(pending[next_pose]))
                 next_pose += 1
             if max_ahead > 0:
-                counted = self._wait_until_counted(self.published - max_ahead + 1, counted)
+                needed = self.published - max_ahead + 1
+                counted = self._wait_until_counted(needed, counted)
+                if counted < needed:
+                    self.get_logger().warning(
+                        f"the graph has counted no new camera frame for 60 s ({counted} of "
+                        f"{self.published} published); the rest of the replay is published "
+                        "without waiting for it, and frames may be lost")
+                    max_ahead = 0
             header = Header(stamp=seconds_to_stamp(stamp_s), frame_id=frame_id)
             self.camera_pub.publish(rgb_to_image_msg(image, header))
             self.published += 1
