@@ -11,6 +11,7 @@ are re-exported here).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -121,9 +122,9 @@ class ReplayClient(GraphClient):
             while next_pose < len(pending) and pending[next_pose].stamp_s <= stamp_s:
                 self.odometry_pub.publish(odometry_msg(pending[next_pose]))
                 next_pose += 1
-            if max_ahead > 0:
-                needed = self.published - max_ahead + 1
-                counted = self._wait_until_counted(needed, counted)
+            needed = self.published - max_ahead + 1
+            if max_ahead > 0 and counted < needed:
+                counted = self.wait_for_frames(needed, timeout_s=math.inf, settle_s=60.0)[0]
                 if counted < needed:
                     self.get_logger().warning(
                         f"the graph has counted no new camera frame for 60 s ({counted} of "
@@ -136,24 +137,6 @@ class ReplayClient(GraphClient):
         for pose in pending[next_pose:]:
             self.odometry_pub.publish(odometry_msg(pose))
         return self.published
-
-    def _wait_until_counted(self, needed: int, counted: int, timeout_s: float = 60.0) -> int:
-        """Wait until the graph has received at least `needed` frames; `counted` is the
-        count last seen (no status call while it suffices). Returns the new count; gives
-        up after `timeout_s` without progress (the frame may then be lost)."""
-        if counted >= needed:
-            return counted
-        last_progress = time.monotonic()
-        while True:
-            seen = int(self.status().frames_received)
-            if seen >= needed:
-                return seen
-            now = time.monotonic()
-            if seen > counted:
-                counted, last_progress = seen, now
-            elif now - last_progress > timeout_s:
-                return seen
-            time.sleep(0.01)
 
     def wait_for_graph(self, timeout_s: float, alive_check=None) -> None:  # type: ignore[no-untyped-def]
         """Wait until the graph serves questions and subscribes to the camera topic."""
