@@ -43,7 +43,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from embodied_r_ros.core.video_frames import nal_length_size, nal_unit_spans  # noqa: E402
+from embodied_r_ros.core.video.frames import nal_length_size, nal_unit_spans  # noqa: E402
 
 KINDS = ("IDR", "I", "P", "B reference", "B non-reference", "other")
 PASSES = {"all": "DEFAULT", "ours": "NONREF", "no-B": "BIDIR"}
@@ -183,12 +183,12 @@ def orb_costs(path: str, numbers: list[int]) -> tuple[float, float]:
 
 
 def run(path: str, orb_frames: int) -> int:
-    from embodied_r_ros.core.keyframes import (
+    from embodied_r_ros.core.keyframes.rules import (
         KeyFrameParams,
         reference_sample_indices,
         sampling_step,
     )
-    from embodied_r_ros.core.video_frames import probe_video
+    from embodied_r_ros.core.video.frames import probe_video
 
     info = probe_video(path)
     sampled_list = reference_sample_indices(

@@ -61,7 +61,7 @@ def _child(impl: str, video: str) -> int:
     else:
         import av  # noqa: F401 - imported before the clock starts, like cv2 for the baseline
 
-        from embodied_r_ros.core.keyframes import extract_keyframes_from_video
+        from embodied_r_ros.core.keyframes.extraction import extract_keyframes_from_video
 
         started = time.perf_counter()
         cpu_before = _cpu_seconds()

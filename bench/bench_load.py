@@ -86,9 +86,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from std_msgs.msg import Header
 
     from embodied_r_ros.client import GraphClient, spinning
-    from embodied_r_ros.core.tiny_models import build_tiny_models
     from embodied_r_ros.graph_processes import GraphProcesses
-    from embodied_r_ros.nodes.conversions import seconds_to_stamp
+    from embodied_r_ros.nodes.common.conversions import seconds_to_stamp
+    from embodied_r_ros.testing.tiny_models import build_tiny_models
 
     models = build_tiny_models(Path(args.artifacts) / "tiny_models")
     overrides = {"perception.model": str(models.vlm), "reasoning.model": str(models.lm),

@@ -3,7 +3,7 @@
 Builds views of a random texture (1280x720, shifted and zoomed a little from view to view),
 computes their ORB descriptors (OpenCV defaults: up to 500 per view) and matches each view
 against the next, first with `cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)` as the
-reference calls it, then with `embodied_r_ros.core.descriptor_matching`, in alternating
+reference calls it, then with `embodied_r_ros.core.keyframes.matching`, in alternating
 rounds. Checks that every list of matches is identical and prints wall and CPU
 milliseconds per match (CPU = user + system of the whole process, so the work OpenCV hands
 to its thread pool counts) and the ratios.
@@ -21,7 +21,7 @@ import time
 import cv2
 import numpy as np
 
-from embodied_r_ros.core.descriptor_matching import cross_checked_matches
+from embodied_r_ros.core.keyframes.matching import cross_checked_matches
 
 
 def _views(n: int, width: int = 1280, height: int = 720) -> list[np.ndarray]:

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from embodied_r_ros.core import config as cfg
+from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 from embodied_r_ros.sample_data.scene import render_clip
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     perception_model, reasoning_model = args.perception_model, args.reasoning_model
     if not (perception_model and reasoning_model):
-        from embodied_r_ros.core.tiny_models import build_tiny_models
+        from embodied_r_ros.testing.tiny_models import build_tiny_models
 
         paths = build_tiny_models(Path(tempfile.gettempdir()) / "embodied_r_bench_tiny")
         perception_model = perception_model or str(paths.vlm)

@@ -19,11 +19,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reset": ("embodied_r_ros.client_cli:reset", "start a new episode on a running graph"),
     "status": ("embodied_r_ros.client_cli:status", "print a running graph's status"),
     "keyframes": (
-        "embodied_r_ros.core.keyframes_cli",
+        "embodied_r_ros.core.keyframes.cli",
         "print the key frames chosen from a video file (for tuning thresholds)",
     ),
     "tiny-models": (
-        "embodied_r_ros.core.tiny_models",
+        "embodied_r_ros.testing.tiny_models",
         "build tiny random Qwen2.5-VL and Qwen2 models into a folder (no download)",
     ),
     "make-sample": (

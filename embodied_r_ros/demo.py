@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.core import config as cfg
+from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.append_only import write_json_atomic
 from embodied_r_ros.core.errors import ErrorCode
 from embodied_r_ros.evaluation import models as model_setup

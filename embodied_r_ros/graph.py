@@ -36,11 +36,11 @@ class NodeSpec:
 
 
 GRAPHS: dict[str, tuple[NodeSpec, ...]] = {
-    "embedded": (NodeSpec("embodied_r_node", "embodied_r", "embodied_r_ros.nodes.embedded"),),
+    "embedded": (NodeSpec("embodied_r_node", "embodied_r", "embodied_r_ros.nodes.embedded_node"),),
     "split": (
-        NodeSpec("keyframe_node", "keyframe_selector", "embodied_r_ros.nodes.keyframe"),
-        NodeSpec("perception_node", "perception", "embodied_r_ros.nodes.perception"),
-        NodeSpec("reasoning_node", "reasoning", "embodied_r_ros.nodes.reasoning"),
+        NodeSpec("keyframe_node", "keyframe_selector", "embodied_r_ros.nodes.keyframe_node"),
+        NodeSpec("perception_node", "perception", "embodied_r_ros.nodes.perception_node"),
+        NodeSpec("reasoning_node", "reasoning", "embodied_r_ros.nodes.reasoning_node"),
     ),
 }
 
@@ -194,7 +194,7 @@ def graph_launch(graph: str = "embedded", *, params_file: str = "", models: str 
     parameters.update(overrides or {})
     remappings: tuple[tuple[str, str], ...] = ()
     if camera_topic:
-        from embodied_r_ros.core.config import load_parameters
+        from embodied_r_ros.core.parameters import load_parameters
 
         merged = {k: v for k, v in parameters.items() if k != "use_sim_time"}
         topic = load_parameters(files, overrides=merged)["camera.topic"]

@@ -31,8 +31,8 @@ from std_srvs.srv import Trigger
 from embodied_r_ros.client import GraphClient, spinning, wait_future
 from embodied_r_ros.evaluation.questions import QuestionItem, load_questions
 from embodied_r_ros.msg import FrameDescription, KeyFrame, SpatialAnswer
-from embodied_r_ros.nodes.conversions import rgb_to_image_msg, seconds_to_stamp
-from embodied_r_ros.nodes.qos import DESCRIPTION_QOS, EVENT_QOS, KEYFRAME_QOS
+from embodied_r_ros.nodes.common.conversions import rgb_to_image_msg, seconds_to_stamp
+from embodied_r_ros.nodes.common.qos import DESCRIPTION_QOS, EVENT_QOS, KEYFRAME_QOS
 from embodied_r_ros.srv import AskSpatial
 
 __all__ = ["QuestionItem", "ReplayClient", "SpinningClient", "camera_publisher_qos",

@@ -96,7 +96,7 @@ def convert(video: str | Path, bag: str | Path, *, storage: str = "mcap",
             frame_id: str = "camera", jpeg_quality: int = 95, fps_limit: float = 0.0,
             start_time_s: float = 1.0) -> ConvertedVideo:
     """Write one video as a bag at `bag` (module docstring); the bag must not exist."""
-    from embodied_r_ros.core.keyframes import FrameRateSampler
+    from embodied_r_ros.core.keyframes.rules import FrameRateSampler
     from embodied_r_ros.sample_data.bag_io import ImageBagWriter
 
     if fps_limit < 0:

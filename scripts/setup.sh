@@ -75,6 +75,9 @@ if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/e
   # in-tree .venv outside CMake's source dir (CMake refuses to export include dirs
   # from inside the source tree, and numpy's include dir lives in the venv).
   ln -sfn ../.. "$WS/src/embodied_r_ros"
+  # CMake's install never deletes: drop the installed Python package first, so a module
+  # that was moved or removed in the source tree cannot linger in the install space.
+  rm -rf "$WS"/install/embodied_r_ros/lib/python3*/site-packages/embodied_r_ros
   (
     cd "$WS"
     export PATH="$VENV/bin:$PATH" CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV"

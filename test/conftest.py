@@ -35,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory):
     """Paths of a tiny Qwen2.5-VL (`.vlm`) and a tiny Qwen2 causal LM (`.lm`)."""
-    from embodied_r_ros.core.tiny_models import build_tiny_models
+    from embodied_r_ros.testing.tiny_models import build_tiny_models
 
     return build_tiny_models(tmp_path_factory.mktemp("tiny_models"))
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embodied_r_ros.core.answer_parser import (
+from embodied_r_ros.core.qa.answer_parser import (
     ParsedAnswer,
     extract_choice_letter_reply,
     extract_letter,

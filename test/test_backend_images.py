@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from embodied_r_ros.core import config as cfg
+from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.backends.images import (
     ImageEncoding,
     encode_image,

@@ -12,7 +12,7 @@ from av.video.frame import PictureType
 
 from bench.bench_keyframe_costs import PASSES, decode_pass, main, packet_kinds
 from bench.bench_keyframes import write_clip
-from embodied_r_ros.core.keyframes import reference_sample_indices
+from embodied_r_ros.core.keyframes.rules import reference_sample_indices
 
 
 @pytest.fixture(scope="module")

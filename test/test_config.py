@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from embodied_r_ros.core import config as cfg
+from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +94,7 @@ def test_readme_documents_every_parameter() -> None:
 def test_yaml_file_is_the_rendered_table() -> None:
     """config/embodied_r.yaml is generated from the table: no drift in values or text."""
     assert YAML.read_text() == cfg.render_yaml(), (
-        "regenerate with: python -m embodied_r_ros.core.config --write-yaml")
+        "regenerate with: python -m embodied_r_ros.core.parameters --write-yaml")
 
 
 @pytest.mark.parametrize("setup", sorted(p.stem for p in (REPO / "config" / "models").glob("*.yaml")))

@@ -31,10 +31,10 @@ from rclpy.service import Service  # noqa: E402
 
 from embodied_r_ros.client import GraphClient, GraphUnavailableError, spinning  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
-from embodied_r_ros.core.question_answering import AnswerResult  # noqa: E402
-from embodied_r_ros.core.question_queue import QuestionQueue, Ticket  # noqa: E402
-from embodied_r_ros.nodes.managed_node import ManagedNode  # noqa: E402
-from embodied_r_ros.nodes.question_server import QuestionServer  # noqa: E402
+from embodied_r_ros.core.qa.answerer import AnswerResult  # noqa: E402
+from embodied_r_ros.core.qa.queue import QuestionQueue, Ticket  # noqa: E402
+from embodied_r_ros.nodes.common.managed_node import ManagedNode  # noqa: E402
+from embodied_r_ros.nodes.common.question_server import QuestionServer  # noqa: E402
 
 from conftest import fresh_ros_domain  # noqa: E402
 from graph_helpers import wait_for  # noqa: E402

@@ -12,8 +12,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from embodied_r_ros.core import descriptor_matching  # noqa: E402
-from embodied_r_ros.core.descriptor_matching import (  # noqa: E402
+from embodied_r_ros.core.keyframes import matching as descriptor_matching  # noqa: E402
+from embodied_r_ros.core.keyframes.matching import (  # noqa: E402
     Matches,
     cross_checked_matches,
     hamming_distances,

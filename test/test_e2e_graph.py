@@ -15,7 +15,7 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy", reason="needs the ROS 2 wheels (make setup)")
 
-from embodied_r_ros.core import config as cfg  # noqa: E402
+from embodied_r_ros.core import parameters as cfg  # noqa: E402
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.replay import QuestionItem, SpinningClient, load_questions  # noqa: E402
@@ -56,7 +56,7 @@ def test_sample_bag_to_answer_over_dds(split_graph, sample_dir) -> None:  # type
     graph, client = split_graph
     from sensor_msgs.msg import Image
 
-    from embodied_r_ros.nodes.qos import KEYFRAME_IMAGE_QOS
+    from embodied_r_ros.nodes.common.qos import KEYFRAME_IMAGE_QOS
 
     viewer: list = []  # what rqt_image_view would show
     client.create_subscription(Image, "keyframes/image", viewer.append, KEYFRAME_IMAGE_QOS)

@@ -92,8 +92,8 @@ def test_action_streams_feedback_and_cancels(embedded) -> None:  # type: ignore[
 def test_odometry_topic_sets_the_actions_between_key_frames(embedded, sample_dir) -> None:  # type: ignore[no-untyped-def]
     """With perception.use_odometry, the action of each key frame is the motion measured
     from the replayed /odom poses between it and the previous key frame."""
-    from embodied_r_ros.core.odometry import PoseHistory, measured_action
-    from embodied_r_ros.nodes.conversions import stamp_to_seconds
+    from embodied_r_ros.core.perception.odometry import PoseHistory, measured_action
+    from embodied_r_ros.nodes.common.conversions import stamp_to_seconds
 
     _graph, client = embedded
     history = PoseHistory(max_age_s=1e6)

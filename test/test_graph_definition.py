@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from embodied_r_ros import graph
-from embodied_r_ros.core import config as cfg
+from embodied_r_ros.core import parameters as cfg
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = REPO / "config" / "embodied_r.yaml"
@@ -59,7 +59,7 @@ def test_every_installed_executable_starts_from_the_install_space_alone(tiny_mod
     base_env = dict(os.environ)
     base_env["PYTHONPATH"] = os.pathsep.join(
         str(p) for p in (install / "lib").glob("python3*/site-packages"))
-    where = subprocess.run([sys.executable, "-c", "import embodied_r_ros.nodes.embedded as m; "
+    where = subprocess.run([sys.executable, "-c", "import embodied_r_ros.nodes.embedded_node as m; "
                             "print(m.__file__)"], env=base_env, cwd="/", text=True,
                            capture_output=True, check=True).stdout.strip()
     assert where.startswith(str(install)), where

@@ -23,7 +23,7 @@ from embodied_r_ros.client import GraphClient, spinning, wait_future  # noqa: E4
 from embodied_r_ros.core.errors import ErrorCode  # noqa: E402
 from embodied_r_ros.graph_processes import GraphProcesses  # noqa: E402
 from embodied_r_ros.msg import KeyFrame  # noqa: E402
-from embodied_r_ros.nodes.qos import KEYFRAME_QOS  # noqa: E402
+from embodied_r_ros.nodes.common.qos import KEYFRAME_QOS  # noqa: E402
 
 from conftest import fresh_ros_domain  # noqa: E402
 from graph_helpers import PARAMS, tiny_overrides, wait_for  # noqa: E402

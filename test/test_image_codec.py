@@ -316,7 +316,7 @@ def test_cv_bridge_and_the_codec_give_identical_arrays():
     from sensor_msgs.msg import CompressedImage, Image
 
     from embodied_r_ros.core.image_codec import encode_jpeg, encode_png
-    from embodied_r_ros.nodes.conversions import image_msg_to_rgb
+    from embodied_r_ros.nodes.common.conversions import image_msg_to_rgb
 
     rgb = np.random.default_rng(7).integers(0, 256, size=(6, 8, 3), dtype=np.uint8)
     for enc in ("rgb8", "bgr8", "rgba8", "bgra8", "mono8", "mono16"):

@@ -34,8 +34,8 @@ def test_generated_interfaces_carry_the_same_codes_and_fields() -> None:
 
     for code in ErrorCode:
         assert getattr(ErrorCodeMsg, code.name) == code.value
-    from embodied_r_ros.core.question_answering import AnswerResult
-    from embodied_r_ros.nodes.conversions import fill_result
+    from embodied_r_ros.core.qa.answerer import AnswerResult
+    from embodied_r_ros.nodes.common.conversions import fill_result
 
     result = AnswerResult(success=False, error_code=ErrorCode.EPISODE_RESET, message="m",
                           self_check="inconsistent", self_check_letter="C")

@@ -30,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench.reference_keyframes import reference_extract, reference_select  # noqa: E402
 from embodied_r_ros.core.errors import InvalidRequestError  # noqa: E402
-from embodied_r_ros.core.keyframe_overlap import (  # noqa: E402
+from embodied_r_ros.core.keyframes.cli import main as cli_main  # noqa: E402
+from embodied_r_ros.core.keyframes.extraction import extract_keyframes_from_video  # noqa: E402
+from embodied_r_ros.core.keyframes.overlap import (  # noqa: E402
     PROVEN_COORD_LIMIT,
     estimate_overlap_pixels,
     mask_overlap_pixels,
@@ -38,7 +40,7 @@ from embodied_r_ros.core.keyframe_overlap import (  # noqa: E402
     project_corners,
     reference_mask_overlap,
 )
-from embodied_r_ros.core.keyframes import (  # noqa: E402
+from embodied_r_ros.core.keyframes.rules import (  # noqa: E402
     REASONS,
     FrameRateSampler,
     KeyFrameDecision,
@@ -46,15 +48,13 @@ from embodied_r_ros.core.keyframes import (  # noqa: E402
     StreamingKeyFrameSelector,
     apply_count_rule,
     even_picks,
-    extract_keyframes_from_video,
     reference_count_rule,
     reference_sample_indices,
     reference_subsample,
     sampling_step,
     select_keyframes,
 )
-from embodied_r_ros.core.keyframes_cli import main as cli_main  # noqa: E402
-from embodied_r_ros.core.video_frames import (  # noqa: E402
+from embodied_r_ros.core.video.frames import (  # noqa: E402
     PyAVReader,
     probe_video,
     read_first_frame,

@@ -10,7 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from embodied_r_ros.core import config as cfg
+from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline
 
 from scripted_models import CountingPerceiver, ScriptedReasoner

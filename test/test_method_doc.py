@@ -16,8 +16,9 @@ import cv2
 import numpy as np
 import pytest
 
-from embodied_r_ros.core.keyframes import KeyFrameParams, extract_keyframes_from_video, reference_count_rule
-from embodied_r_ros.core.perception_parser import parse_frame_description
+from embodied_r_ros.core.keyframes.extraction import extract_keyframes_from_video
+from embodied_r_ros.core.keyframes.rules import KeyFrameParams, reference_count_rule
+from embodied_r_ros.core.perception.parser import parse_frame_description
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "method.md"
 TEXT = DOC.read_text(encoding="utf-8")

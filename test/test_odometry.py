@@ -1,4 +1,4 @@
-"""Tests for odometry-grounded motion (embodied_r_ros.core.odometry)."""
+"""Tests for odometry-grounded motion (embodied_r_ros.core.perception.odometry)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from embodied_r_ros.core.errors import InvalidRequestError
-from embodied_r_ros.core.odometry import (
+from embodied_r_ros.core.perception.odometry import (
     MOTION_ACTIONS,
     Pose2D,
     Pose3D,

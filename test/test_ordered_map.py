@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from embodied_r_ros.core.ordered_map import ordered_map
+from embodied_r_ros.core.video.ordered_map import ordered_map
 
 
 class Source:

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embodied_r_ros.core.perception_parser import (
+from embodied_r_ros.core.perception.parser import (
     ParsedFrameText,
     normalize_action,
     parse_frame_description,
 )
-from embodied_r_ros.core.perception_prompts import ACTIONS, first_frame_prompt, pair_prompt
+from embodied_r_ros.core.prompts.perception import ACTIONS, first_frame_prompt, pair_prompt
 
 QUESTION = "Question: Which is closer to the door?\nChoices:\nA. red chair\nB. blue sofa"
 
@@ -192,7 +192,7 @@ def test_numbered_reply_roundtrips(action, new, objects, heading):
 
 
 def test_memory_put_adds_or_replaces_by_index() -> None:
-    from embodied_r_ros.core.memory import EpisodeMemory
+    from embodied_r_ros.core.memory.episode import EpisodeMemory
     from embodied_r_ros.core.types import FrameDescription
 
     memory = EpisodeMemory("e")

@@ -15,12 +15,12 @@ import time
 import numpy as np
 import pytest
 
-from embodied_r_ros.core import config as cfg
+from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.errors import ErrorCode, ModelUnavailableError
-from embodied_r_ros.core.keyframe_tracker import KeyFrameTracker, downscale
-from embodied_r_ros.core.keyframes import KeyFrameParams
+from embodied_r_ros.core.keyframes.rules import KeyFrameParams
+from embodied_r_ros.core.keyframes.tracker import KeyFrameTracker, downscale
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
-from embodied_r_ros.core.question_answering import select_for_prompt
+from embodied_r_ros.core.qa.answerer import select_for_prompt
 from embodied_r_ros.core.types import Frame, FrameDescription
 from embodied_r_ros.sample_data.scene import render_clip
 
@@ -215,7 +215,7 @@ def test_prompt_keeps_first_last_and_at_most_max() -> None:
 
 
 def test_odometry_replaces_the_vlm_action_with_the_measured_one(clip) -> None:  # type: ignore[no-untyped-def]
-    from embodied_r_ros.core.odometry import Pose2D, PoseHistory, measured_action
+    from embodied_r_ros.core.perception.odometry import Pose2D, PoseHistory, measured_action
 
     history = PoseHistory(max_age_s=1e6)
     for pose in clip.poses:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from embodied_r_ros.core.errors import ConfigError
-from embodied_r_ros.core.memory import render_video_text
-from embodied_r_ros.core.perception_prompts import ACTIONS, first_frame_prompt, pair_prompt
-from embodied_r_ros.core.prompt_set import TEMPLATES, PromptSet, load_prompt_set
-from embodied_r_ros.core.reasoning_prompts import (
+from embodied_r_ros.core.memory.episode import render_video_text
+from embodied_r_ros.core.prompts.perception import ACTIONS, first_frame_prompt, pair_prompt
+from embodied_r_ros.core.prompts.prompt_set import TEMPLATES, PromptSet, load_prompt_set
+from embodied_r_ros.core.prompts.reasoning import (
     build_consistency_messages,
     build_reasoning_messages,
     format_question,
@@ -93,17 +93,17 @@ def test_every_builder_uses_the_loaded_file(tmp_path) -> None:
 
 def test_shipped_prompts_written_by_the_command_load_back_unchanged(tmp_path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    written = subprocess.run([sys.executable, "-m", "embodied_r_ros.core.prompt_set"],
+    written = subprocess.run([sys.executable, "-m", "embodied_r_ros.core.prompts.prompt_set"],
                              capture_output=True, text=True, env=env, check=True).stdout
     path = _write(tmp_path, written)
     assert load_prompt_set(path) == PromptSet.default()
     for key in TEMPLATES:
         assert key.split(".", 1)[1] + ":" in written
-    check = subprocess.run([sys.executable, "-m", "embodied_r_ros.core.prompt_set", "--check", str(path)],
+    check = subprocess.run([sys.executable, "-m", "embodied_r_ros.core.prompts.prompt_set", "--check", str(path)],
                            capture_output=True, text=True, env=env)
     assert check.returncode == 0 and "ok" in check.stdout
     bad = _write(tmp_path, "reasoning:\n  user: '{question}'\n", "bad.yaml")
-    check = subprocess.run([sys.executable, "-m", "embodied_r_ros.core.prompt_set", "--check", str(bad)],
+    check = subprocess.run([sys.executable, "-m", "embodied_r_ros.core.prompts.prompt_set", "--check", str(bad)],
                            capture_output=True, text=True, env=env)
     assert check.returncode == 1 and "{video}" in check.stderr and "reasoning.user" in check.stderr
 

@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from embodied_r_ros.core import config as cfg
-from embodied_r_ros.core.description_wait import collect_descriptions
+from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.errors import (
     CancelledError,
     EpisodeResetError,
@@ -21,11 +20,12 @@ from embodied_r_ros.core.errors import (
     PerceptionError,
     RequestTimeoutError,
 )
-from embodied_r_ros.core.memory import EpisodeMemory
+from embodied_r_ros.core.memory.episode import EpisodeMemory
+from embodied_r_ros.core.perception.progress import ProcessedFrames
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline
-from embodied_r_ros.core.progress import ProcessedFrames
-from embodied_r_ros.core.question_answering import AnswerResult
-from embodied_r_ros.core.question_queue import QuestionQueue
+from embodied_r_ros.core.qa.answerer import AnswerResult
+from embodied_r_ros.core.qa.description_wait import collect_descriptions
+from embodied_r_ros.core.qa.queue import QuestionQueue
 from embodied_r_ros.core.types import FrameDescription
 from embodied_r_ros.sample_data.scene import render_clip
 
@@ -247,7 +247,7 @@ class JudgeReasoner(ScriptedReasoner):
 @pytest.mark.parametrize("judge, outcome, letter", [
     ("B", "consistent", "B"), ("A", "inconsistent", "A"), ("no idea", "unavailable", "")])
 def test_runtime_self_check_flags_reasoning_that_points_elsewhere(clip, judge, outcome, letter) -> None:  # type: ignore[no-untyped-def]
-    from embodied_r_ros.core.consistency_check import JUDGE_SETTINGS
+    from embodied_r_ros.core.qa.consistency import JUDGE_SETTINGS
 
     reasoner = JudgeReasoner(judge)
     pipeline = EmbodiedRPipeline(cfg.validate({"qa.self_check": True}), CountingPerceiver(),

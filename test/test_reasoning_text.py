@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from embodied_r_ros.core.errors import InvalidRequestError
-from embodied_r_ros.core.memory import (
+from embodied_r_ros.core.memory.episode import (
     UNKNOWN_ACTION_TEXT,
     VIDEO_PREAMBLE,
     EpisodeMemory,
     render_video_text,
 )
-from embodied_r_ros.core.reasoning_prompts import (
+from embodied_r_ros.core.prompts.reasoning import (
     OPTION_LETTERS,
     REASONING_SYSTEM_PROMPT,
     build_consistency_messages,

@@ -19,7 +19,7 @@ import pytest
 
 from embodied_r_ros.core.backends.base import Reasoner
 from embodied_r_ros.core.errors import CancelledError, ConfigError, ReasoningError
-from embodied_r_ros.core.reasoning_prompts import format_question
+from embodied_r_ros.core.prompts.reasoning import format_question
 from embodied_r_ros.core.types import GenerationSettings
 from embodied_r_training.rewards import (
     ConsistencyReward,
@@ -418,8 +418,8 @@ def test_rewards_import_without_torch_or_ros():
         "        if name.split('.')[0] in ('torch', 'transformers', 'rclpy', 'trl'):\n"
         "            raise ImportError('blocked ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import embodied_r_training.rewards, embodied_r_ros.core.memory\n"
-        "import embodied_r_ros.core.perception_parser, embodied_r_ros.core.answer_parser\n"
+        "import embodied_r_training.rewards, embodied_r_ros.core.memory.episode\n"
+        "import embodied_r_ros.core.perception.parser, embodied_r_ros.core.qa.answer_parser\n"
         "print('imported')\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

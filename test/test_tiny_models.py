@@ -6,7 +6,7 @@ import json
 
 from embodied_r_ros.core.backends.factory import make_perceiver, make_reasoner
 from embodied_r_ros.core.backends.model_spec import ModelSpec
-from embodied_r_ros.core.tiny_models import (
+from embodied_r_ros.testing.tiny_models import (
     BUILDER_VERSION,
     MANIFEST_NAME,
     TinyModelPaths,

@@ -130,7 +130,7 @@ def test_streaming_shares_descriptions_and_records_carry_the_prompt(prepared, tm
     assert stats.records_written == len(same_video)
     out = data.read_jsonl(tmp_path / "val.streaming.jsonl")
     assert len({unit_key(r, "streaming") for r in out}) == 1
-    from embodied_r_ros.core.reasoning_prompts import REASONING_SYSTEM_PROMPT
+    from embodied_r_ros.core.prompts.reasoning import REASONING_SYSTEM_PROMPT
 
     for cached, source in zip(out, same_video):
         assert cached["solution"] == source["answer"]
@@ -212,10 +212,10 @@ def test_videos_from_the_zips_or_from_a_video_root(prepared, tmp_path):
 def test_a_prompts_file_shapes_training_prompts_as_it_does_the_robots(prepared, tmp_path):
     """One prompt file for both paths: the cache's perception prompts and the records'
     reasoning prompts come from it, exactly as the robot's prompts.file builds them."""
-    from embodied_r_ros.core.memory import render_video_text
-    from embodied_r_ros.core.perception_prompts import first_frame_prompt, pair_prompt
-    from embodied_r_ros.core.prompt_set import load_prompt_set
-    from embodied_r_ros.core.reasoning_prompts import build_reasoning_messages
+    from embodied_r_ros.core.memory.episode import render_video_text
+    from embodied_r_ros.core.prompts.perception import first_frame_prompt, pair_prompt
+    from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
+    from embodied_r_ros.core.prompts.reasoning import build_reasoning_messages
 
     _toy, records = prepared
     video = records[0]["video_path"]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from embodied_r_ros.cli import main as cli_main
-from embodied_r_ros.core.keyframes import FrameRateSampler
+from embodied_r_ros.core.keyframes.rules import FrameRateSampler
 from embodied_r_ros.sample_data.bag_io import list_topics, read_image_bag
 
 from keyframe_clips import make_texture, render, video_poses, write_video, write_video_pyav

@@ -151,7 +151,7 @@ def normalise_question(text: str, choices: Sequence[str] | None = None) -> tuple
     "Choose:"), option lines without a label, or options written inline on one line.
     Returns (question_text, choice_texts); the list is empty when no choices are found.
     """
-    from embodied_r_ros.core.reasoning_prompts import format_question, parse_choices
+    from embodied_r_ros.core.prompts.reasoning import format_question, parse_choices
 
     text = str(text)
     question = format_question(text, list(choices) if choices else None)
@@ -353,7 +353,7 @@ def _make_record(
 def _numeric_record(row: Mapping[str, Any], drops: Counter) -> Record | None:
     """A VSI-Bench numeric question (no options; the answer is a number)."""
     from embodied_r_ros.core.errors import InvalidRequestError
-    from embodied_r_ros.core.reasoning_prompts import format_question
+    from embodied_r_ros.core.prompts.reasoning import format_question
 
     answer = str(row["ground_truth"]).strip()
     try:

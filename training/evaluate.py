@@ -144,8 +144,8 @@ def score(
     block. The paper's table uses the choice questions of its eight categories; the
     VSI-Bench summary uses every VSI-Bench question.
     """
-    from embodied_r_ros.core.answer_parser import parse_reasoning_output
-    from embodied_r_ros.core.reasoning_prompts import parse_choices
+    from embodied_r_ros.core.prompts.reasoning import parse_choices
+    from embodied_r_ros.core.qa.answer_parser import parse_reasoning_output
     from embodied_r_training.rewards import accuracy_reward, format_reward
 
     completions = list(completions)

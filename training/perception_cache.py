@@ -128,9 +128,9 @@ def build_record(
 ) -> dict[str, Any]:
     """A cached training/evaluation record: the question plus its LM prompt (built with
     `prompts`, a core PromptSet, or the shipped wording)."""
-    from embodied_r_ros.core.memory import render_video_text
-    from embodied_r_ros.core.perception_parser import parse_frame_description
-    from embodied_r_ros.core.reasoning_prompts import build_reasoning_messages
+    from embodied_r_ros.core.memory.episode import render_video_text
+    from embodied_r_ros.core.perception.parser import parse_frame_description
+    from embodied_r_ros.core.prompts.reasoning import build_reasoning_messages
     from embodied_r_ros.core.types import FrameDescription
 
     descriptions = []
@@ -165,7 +165,7 @@ def _requests_for(
     prompts: Any = None,
 ) -> list[tuple[str, int, list[Any], str]]:
     """Missing (unit, frame, images, prompt) requests for one video."""
-    from embodied_r_ros.core.perception_prompts import first_frame_prompt, pair_prompt
+    from embodied_r_ros.core.prompts.perception import first_frame_prompt, pair_prompt
 
     requests = []
     for unit, question in units:
@@ -185,7 +185,7 @@ def _extract_job(ref: Any, cache_dir: str, keep: bool, params: Any, threads: int
     extracted). `threads`: the extractor's own ORB/decoder threads (None = its default,
     every core); pool workers get their share of the cores so the pool does not
     oversubscribe them."""
-    from embodied_r_ros.core.keyframes import extract_keyframes_from_video
+    from embodied_r_ros.core.keyframes.extraction import extract_keyframes_from_video
 
     materialiser = VideoMaterialiser(cache_dir, keep=keep)
     with materialiser.local_file(ref) as path:
@@ -452,8 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from embodied_r_ros.core.backends.factory import make_perceiver
     from embodied_r_ros.core.backends.model_spec import ModelSpec
-    from embodied_r_ros.core.keyframes import KeyFrameParams
-    from embodied_r_ros.core.prompt_set import load_prompt_set
+    from embodied_r_ros.core.keyframes.rules import KeyFrameParams
+    from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
     from embodied_r_ros.core.shards import Shard
     from embodied_r_training.config import read_yaml_config
 

@@ -78,7 +78,7 @@ def make_consistency_reward(
             max_new_tokens=int(opts.pop("max_new_tokens", 10)),
         )
     if "prompts_file" in opts:  # the judge's prompt from the same file the robot reads
-        from embodied_r_ros.core.prompt_set import load_prompt_set
+        from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
 
         kwargs["prompts"] = load_prompt_set(opts.pop("prompts_file"))
     if opts:

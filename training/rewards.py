@@ -61,29 +61,29 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from embodied_r_ros.core.answer_parser import (
-    DEFAULT_LETTERS,
-    ParsedAnswer,
-    extract_letter,
-    is_well_formed,
-    parse_reasoning_output,
-)
 from embodied_r_ros.core.backends.base import Reasoner
-from embodied_r_ros.core.consistency_check import (
-    JUDGE_SETTINGS,
-    judge_messages,
-    read_judge_letter,
-)
 from embodied_r_ros.core.errors import (
     CancelledError,
     ConfigError,
     InvalidRequestError,
     RequestTimeoutError,
 )
-from embodied_r_ros.core.prompt_set import PromptSet
-from embodied_r_ros.core.reasoning_prompts import (
+from embodied_r_ros.core.prompts.prompt_set import PromptSet
+from embodied_r_ros.core.prompts.reasoning import (
     format_question,
     parse_choices,
+)
+from embodied_r_ros.core.qa.answer_parser import (
+    DEFAULT_LETTERS,
+    ParsedAnswer,
+    extract_letter,
+    is_well_formed,
+    parse_reasoning_output,
+)
+from embodied_r_ros.core.qa.consistency import (
+    JUDGE_SETTINGS,
+    judge_messages,
+    read_judge_letter,
 )
 from embodied_r_ros.core.types import GenerationSettings
 

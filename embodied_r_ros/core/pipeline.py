@@ -26,33 +26,33 @@ from typing import Any
 
 import numpy as np
 
-from embodied_r_ros.core import config as cfg
+from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.backends.base import Perceiver, Reasoner, TextCallback
-from embodied_r_ros.core.description_wait import collect_descriptions
 from embodied_r_ros.core.errors import (
     EpisodeResetError,
     InvalidRequestError,
     NoKeyFramesError,
 )
-from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent, KeyFrameTracker
-from embodied_r_ros.core.keyframes import (
+from embodied_r_ros.core.keyframes.rules import (
     KeyFrameParams,
     apply_count_rule,
     reference_count_rule,
 )
-from embodied_r_ros.core.memory import EpisodeMemory
-from embodied_r_ros.core.perception_worker import (
+from embodied_r_ros.core.keyframes.stamps import EpisodeBudget
+from embodied_r_ros.core.keyframes.tracker import KeyFrameEvent, KeyFrameTracker
+from embodied_r_ros.core.memory.episode import EpisodeMemory
+from embodied_r_ros.core.perception.worker import (
     MotionSource,
     PerceptionJob,
     PerceptionWorker,
     describe_keyframe,
 )
-from embodied_r_ros.core.prompt_set import load_prompt_set
-from embodied_r_ros.core.question_answering import AnswerResult, QuestionAnswerer
-from embodied_r_ros.core.question_limits import QuestionLimits, check_request
-from embodied_r_ros.core.question_queue import QuestionQueue, Ticket
-from embodied_r_ros.core.reasoning_prompts import format_question
-from embodied_r_ros.core.stamps import EpisodeBudget
+from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
+from embodied_r_ros.core.prompts.reasoning import format_question
+from embodied_r_ros.core.qa.answerer import AnswerResult, QuestionAnswerer
+from embodied_r_ros.core.qa.description_wait import collect_descriptions
+from embodied_r_ros.core.qa.limits import QuestionLimits, check_request
+from embodied_r_ros.core.qa.queue import QuestionQueue, Ticket
 from embodied_r_ros.core.types import (
     Frame,
     FrameDescription,

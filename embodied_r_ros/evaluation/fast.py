@@ -49,7 +49,7 @@ class FastReplay:
 
     def __init__(self, params: Mapping[str, Any], perceiver: Any = None, reasoner: Any = None,
                  ) -> None:
-        from embodied_r_ros.core.odometry import PoseHistory, measured_action
+        from embodied_r_ros.core.perception.odometry import PoseHistory, measured_action
         from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 
         self.params = dict(params)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r_ros.core.errors import EmbodiedRError, ErrorCode
-from embodied_r_ros.core.keyframes import FrameRateSampler
+from embodied_r_ros.core.keyframes.rules import FrameRateSampler
 from embodied_r_ros.evaluation.episode import (
     DescriptionRecord,
     EpisodeRecord,

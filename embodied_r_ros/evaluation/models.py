@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.core import config as cfg
+from embodied_r_ros.core import parameters as cfg
 
 # Short generations keep tiny-model runs fast; real models use the YAML values.
 TINY_MAX_NEW_TOKENS = {"perception": 24, "reasoning": 48}
@@ -30,7 +30,7 @@ def tiny_overrides(artifacts: str | Path, roles: list[str] | tuple[str, ...] = R
                    ) -> dict[str, Any]:
     """Parameter overrides that run `roles` on tiny local models (built on first use into
     `<artifacts>/tiny_models`): CPU, float32, greedy decoding, short generations."""
-    from embodied_r_ros.core.tiny_models import build_tiny_models
+    from embodied_r_ros.testing.tiny_models import build_tiny_models
 
     paths = build_tiny_models(Path(artifacts) / "tiny_models")
     where = {"perception": paths.vlm, "reasoning": paths.lm}

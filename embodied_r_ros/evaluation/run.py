@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.core import config as cfg
+from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.errors import BagError, EmbodiedRError, ErrorCode
 from embodied_r_ros.core.shards import Shard, available_cores, shard_argument
 from embodied_r_ros.evaluation import models as model_setup

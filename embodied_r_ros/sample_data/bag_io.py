@@ -560,7 +560,7 @@ def read_image_bag(path: str | Path, topic: str | None = None, *, stamps: str = 
 
 def read_odometry(path: str | Path, topic: str = "/odom"):
     """All ``nav_msgs/Odometry`` poses of `topic` as `core.odometry.Pose3D`, in order."""
-    from embodied_r_ros.core.odometry import pose_from_odometry_msg
+    from embodied_r_ros.core.perception.odometry import pose_from_odometry_msg
 
     reader = _open_reader(path)
     try:

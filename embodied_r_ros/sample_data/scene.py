@@ -27,7 +27,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from embodied_r_ros.core.errors import InvalidRequestError
-from embodied_r_ros.core.perception_prompts import ACTIONS
+from embodied_r_ros.core.prompts.perception import ACTIONS
 
 __all__ = [
     "ACTIONS",
@@ -117,13 +117,13 @@ class CameraPose:
             "pitch": round(self.pitch, 6),
         }
 
-    def to_pose2d(self):  # -> embodied_r_ros.core.odometry.Pose2D
-        from embodied_r_ros.core.odometry import Pose2D
+    def to_pose2d(self):  # -> embodied_r_ros.core.perception.odometry.Pose2D
+        from embodied_r_ros.core.perception.odometry import Pose2D
 
         return Pose2D(self.x, self.y, self.yaw, self.stamp_s)
 
-    def to_pose3d(self):  # -> embodied_r_ros.core.odometry.Pose3D
-        from embodied_r_ros.core.odometry import Pose3D
+    def to_pose3d(self):  # -> embodied_r_ros.core.perception.odometry.Pose3D
+        from embodied_r_ros.core.perception.odometry import Pose3D
 
         return Pose3D.from_xyz_ypr(self.x, self.y, self.z, self.yaw, self.pitch, stamp_s=self.stamp_s)
 

@@ -1,0 +1,280 @@
+"""Background perception: describes key frames in arrival order while the robot moves.
+
+The first key frame of an episode is described alone; every later one as a pair with
+the previous key frame. Descriptions are parsed into action + observation and appended
+to the episode memory. One worker thread, a bounded queue, and a way to wait until a
+given key frame is described (used when a question arrives).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from embodied_r_ros.core.backends.base import Perceiver
+from embodied_r_ros.core.errors import PerceptionError
+from embodied_r_ros.core.health import (
+    EventWindow,
+    HealthItem,
+    HealthThresholds,
+    LatencyStats,
+    perception_item,
+)
+from embodied_r_ros.core.memory.episode import EpisodeMemory
+from embodied_r_ros.core.perception.parser import parse_frame_description
+from embodied_r_ros.core.perception.progress import ProcessedFrames
+from embodied_r_ros.core.prompts.perception import first_frame_prompt, pair_prompt
+from embodied_r_ros.core.prompts.prompt_set import PromptSet
+from embodied_r_ros.core.types import FrameDescription, GenerationSettings
+
+LOG = logging.getLogger("embodied_r_ros.perception")
+
+# Given (previous stamp, current stamp), return an action label measured from odometry,
+# or None when no measurement is available.
+MotionSource = Callable[[float, float], "str | None"]
+
+
+@dataclass(frozen=True)
+class PerceptionJob:
+    episode_id: str
+    keyframe_index: int
+    image: np.ndarray
+    stamp_s: float
+    skip: bool = False  # already described: only becomes the next pair's previous frame
+
+
+def describe_keyframe(perceiver: Perceiver, image: np.ndarray, previous: np.ndarray | None,
+                      keyframe_index: int, settings: GenerationSettings | None = None,
+                      question: str | None = None, stamp_s: float = 0.0,
+                      prompts: PromptSet | None = None) -> FrameDescription:
+    """One perception call for one key frame (alone, or paired with the previous one)."""
+    start = time.monotonic()
+    if previous is None:
+        text = perceiver.describe([image], first_frame_prompt(question, prompts), settings)
+    else:
+        text = perceiver.describe([previous, image], pair_prompt(question, prompts), settings)
+    parsed = parse_frame_description(text, first=previous is None)
+    return FrameDescription(
+        keyframe_index=keyframe_index,
+        observation=parsed.observation,
+        action=parsed.action,
+        raw_text=parsed.raw_text,
+        action_source="vlm" if parsed.action else "",
+        mode="on_query" if question else "streaming",
+        latency_s=time.monotonic() - start,
+        stamp_s=stamp_s,
+    )
+
+
+class PerceptionWorker:
+    """Describes queued key frames on a worker thread, in order, and records the results.
+
+    Results go to `memory` (when given) and to `on_description`, which also receives
+    failures (mode "failed", the error in raw_text); failures are not stored in memory.
+    Every description carries the episode id of the key frame it describes.
+
+    Queue policy (bounded memory, never blocking the caller): at most `max_queue` key
+    frames wait. When a new one arrives at a full queue, the OLDEST waiting key frame is
+    dropped: it is recorded as failed ("dropped: perception queue full"), counted in
+    `dropped`, and the next key frame is described as a pair with the last one that was
+    described. The newest view is what a question needs most; a question reports the key
+    frames that were left out. A reset drops every queued key frame of the old episode at
+    once (their images are freed).
+    """
+
+    def __init__(self, perceiver: Perceiver, memory: EpisodeMemory | None = None, *,
+                 settings: GenerationSettings | None = None,
+                 motion_source: MotionSource | None = None,
+                 on_description: Callable[[FrameDescription], None] | None = None,
+                 max_queue: int = 64, episode_id: str | None = None,
+                 prompts: PromptSet | None = None) -> None:
+        self.perceiver = perceiver
+        self.prompts = prompts
+        self.memory = memory
+        self.settings = settings
+        self.motion_source = motion_source
+        self.on_description = on_description
+        self.max_queue = max(1, int(max_queue))
+        self._jobs: deque[PerceptionJob] = deque()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._busy = False
+        self.progress = ProcessedFrames()
+        self._previous: tuple[np.ndarray, float] | None = None
+        self._episode_id = episode_id if episode_id is not None else (
+            memory.episode_id if memory is not None else "")
+        self.dropped = 0
+        self.described = 0
+        self.failed = 0
+        self.latency = LatencyStats()
+        self.outcomes: deque[bool] = deque(maxlen=32)  # recent: True described, False failed
+        self.dropped_window = EventWindow(10.0)
+        self.last_error = ""
+        self._thread = threading.Thread(target=self._run, name="perception", daemon=True)
+        self._thread.start()
+
+    # -- input --------------------------------------------------------------------------------
+    def submit(self, job: PerceptionJob) -> None:
+        """Queue a key frame (never blocks; see the queue policy in the class docstring)."""
+        dropped: PerceptionJob | None = None
+        with self._cond:
+            if job.episode_id != self._episode_id:
+                LOG.debug("ignoring key frame %d of episode %s (current %s)",
+                          job.keyframe_index, job.episode_id, self._episode_id)
+                return
+            if len(self._jobs) >= self.max_queue:
+                dropped = self._jobs.popleft()
+                self.dropped += 1
+                self.dropped_window.add()
+            self._jobs.append(job)
+            self._cond.notify_all()
+        if dropped is not None:
+            reason = (f"dropped: perception queue full ({self.max_queue} key frames waiting; "
+                      "the perception model is slower than the key-frame rate)")
+            LOG.warning("key frame %d %s", dropped.keyframe_index, reason)
+            self._record(dropped, FrameDescription(
+                keyframe_index=dropped.keyframe_index, observation="", raw_text=reason,
+                mode="failed", stamp_s=dropped.stamp_s, episode_id=dropped.episode_id))
+
+    def skip(self, job: PerceptionJob) -> None:
+        """A key frame described earlier (e.g. by a previous run of this node): not
+        described again, but the next key frame is paired with it."""
+        with self._cond:
+            if job.episode_id != self._episode_id:
+                return
+            self._jobs.append(dataclasses.replace(job, skip=True))
+            self._cond.notify_all()
+
+    def reset(self, episode_id: str) -> None:
+        """Start episode `episode_id`: queued key frames of the old one are dropped."""
+        with self._cond:
+            self._episode_id = episode_id
+            self._jobs.clear()
+            self._previous = None
+            self.progress.reset()
+            if self.memory is not None:
+                self.memory.clear(episode_id)
+            self._cond.notify_all()
+
+    @property
+    def episode_id(self) -> str:
+        with self._cond:
+            return self._episode_id
+
+    # -- waiting --------------------------------------------------------------------------------
+    def wait_for(self, keyframe_index: int, timeout_s: float,
+                 should_stop: Callable[[], bool] | None = None) -> bool:
+        """Wait until key frame `keyframe_index` is processed (described or failed)."""
+        return self.progress.wait_for(keyframe_index, timeout_s, should_stop)
+
+    @property
+    def failures(self) -> dict[int, str]:
+        return self.progress.failures
+
+    def pending(self) -> int:
+        """Key frames queued or being described."""
+        with self._cond:
+            return len(self._jobs) + (1 if self._busy else 0)
+
+    def health(self, node: str, model: str, ready: bool, thresholds: HealthThresholds) -> HealthItem:
+        return perception_item(node, model=model, ready=ready, pending=self.pending(),
+                               max_queue=self.max_queue, described=self.described,
+                               failed=self.failed, dropped=self.dropped,
+                               dropped_recent=self.dropped_window.count(),
+                               recent_outcomes=list(self.outcomes), latency=self.latency,
+                               last_error=self.last_error, thresholds=thresholds)
+
+    def check_alive(self) -> None:
+        """Raise PerceptionError when the worker thread is no longer running."""
+        if not self._thread.is_alive():
+            raise PerceptionError("the perception worker has stopped; restart the node")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        with self._cond:
+            self._stopping = True
+            self._jobs.clear()
+            self._cond.notify_all()
+        self._thread.join(timeout=timeout_s)
+
+    # -- worker -------------------------------------------------------------------------------------
+    def _next(self) -> tuple[PerceptionJob, tuple[np.ndarray, float] | None] | None:
+        with self._cond:
+            while not self._jobs and not self._stopping:
+                self._cond.wait()
+            if self._stopping:
+                return None
+            job = self._jobs.popleft()
+            self._busy = True
+            return job, self._previous
+
+    def _run(self) -> None:
+        while True:
+            item = self._next()
+            if item is None:
+                return
+            job, previous = item
+            try:
+                if job.skip:
+                    with self._cond:
+                        if job.episode_id == self._episode_id:
+                            self._previous = (job.image, job.stamp_s)
+                            self.progress.mark_done(job.keyframe_index)
+                    continue
+                description = self._describe(job, previous)
+                self._record(job, description)
+            finally:
+                with self._cond:
+                    self._busy = False
+
+    def _describe(self, job: PerceptionJob, previous: tuple[np.ndarray, float] | None
+                  ) -> FrameDescription:
+        try:
+            description = describe_keyframe(
+                self.perceiver, job.image, previous[0] if previous else None,
+                job.keyframe_index, self.settings, stamp_s=job.stamp_s, prompts=self.prompts)
+            if previous is not None and self.motion_source is not None:
+                measured = self.motion_source(previous[1], job.stamp_s)
+                if measured:
+                    description.action = measured
+                    description.action_source = "odometry"
+        except Exception as exc:  # noqa: BLE001 - any backend failure is recorded
+            LOG.error("key frame %d could not be described: %s. The answer will be based on "
+                      "the other key frames; check the perception model/server.",
+                      job.keyframe_index, exc)
+            description = FrameDescription(keyframe_index=job.keyframe_index, observation="",
+                                           raw_text=str(exc), mode="failed",
+                                           stamp_s=job.stamp_s)
+        description.episode_id = job.episode_id
+        return description
+
+    def _record(self, job: PerceptionJob, description: FrameDescription) -> None:
+        with self._cond:
+            if job.episode_id != self._episode_id:
+                return  # described for an episode that was reset meanwhile
+            if description.mode == "failed":
+                self.failed += 1
+                self.outcomes.append(False)
+                self.last_error = description.raw_text
+                self.progress.mark_failed(job.keyframe_index, description.raw_text)
+            else:
+                self._previous = (job.image, job.stamp_s)
+                self.described += 1
+                self.outcomes.append(True)
+                self.latency.add(description.latency_s)
+                self.progress.mark_done(job.keyframe_index)
+                if self.memory is not None:
+                    self.memory.put(description)
+                    if self.memory.evicted_below > 1:
+                        self.progress.forget_below(self.memory.evicted_below)
+        if self.on_description is not None:
+            try:
+                self.on_description(description)
+            except Exception:  # noqa: BLE001
+                LOG.exception("description callback failed")

@@ -1,0 +1,147 @@
+"""Key-frame lifecycle node (split graph): camera -> sampled frames -> key frames.
+
+Publishes embodied_r_ros/KeyFrame on `topics.keyframes` (plain images on
+`<topic>/image` while someone watches) and embodied_r_ros/Episode on `topics.episode`.
+Owns the episode: serves `reset_episode` (std_srvs/Trigger) and, for the reasoning node,
+`split.keyframe_state_service` (embodied_r_ros/KeyFrameState: the current episode and its
+newest key frame, after making the current view a key frame when asked).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from rclpy.callback_groups import ReentrantCallbackGroup
+from std_srvs.srv import Trigger
+
+from embodied_r_ros.core.health import HealthItem
+from embodied_r_ros.core.keyframes.stamps import EpisodeBudget
+from embodied_r_ros.core.keyframes.tracker import KeyFrameTracker
+from embodied_r_ros.core.pipeline import keyframe_params, new_episode_id
+from embodied_r_ros.core.types import Frame
+from embodied_r_ros.msg import Episode
+from embodied_r_ros.nodes.common.camera_input import CameraInput
+from embodied_r_ros.nodes.common.conversions import episode_msg
+from embodied_r_ros.nodes.common.keyframe_publisher import KeyFramePublisher
+from embodied_r_ros.nodes.common.managed_node import ManagedNode
+from embodied_r_ros.nodes.common.node_runtime import run_node
+from embodied_r_ros.nodes.common.qos import EPISODE_QOS
+from embodied_r_ros.srv import KeyFrameState
+
+
+class KeyFrameNode(ManagedNode):
+    PARAMETER_GROUPS = ("camera", "keyframes", "episode", "qa.include_current_view", "topics",
+                        "services.reset", "split.keyframe_state_service",
+                        "perception.max_image_side")
+
+    def __init__(self, name: str = "keyframe_selector") -> None:
+        super().__init__(name)
+        self.tracker: KeyFrameTracker | None = None
+        self.publisher: KeyFramePublisher | None = None
+        self.episode_pub: Any = None
+        self.camera: CameraInput | None = None
+        self.episode_id = ""
+        self.budget: EpisodeBudget | None = None
+        self._lock = threading.Lock()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def configure_node(self, params: dict[str, Any]) -> None:
+        self.tracker = KeyFrameTracker(keyframe_params(params),
+                                       ring_size=params["keyframes.ring_size"],
+                                       image_max_side=params["perception.max_image_side"])
+        self.publisher = KeyFramePublisher(self, params["topics.keyframes"])
+        self.episode_pub = self.create_lifecycle_publisher(Episode, params["topics.episode"],
+                                                           EPISODE_QOS)
+        self.episode_id = new_episode_id()
+        self.budget = EpisodeBudget.from_params(params)
+
+    def activate_node(self) -> None:
+        assert self.tracker is not None
+        self.camera = CameraInput(self, self.params, self._offer, self._on_frame,
+                                  wrap=self.tracked)
+        self.entity(self.camera.subscription)
+        group = ReentrantCallbackGroup()
+        self.create_tracked_service(Trigger, self.params["services.reset"], "reset service",
+                                    self._on_reset, callback_group=group)
+        self.create_tracked_service(KeyFrameState, self.params["split.keyframe_state_service"],
+                                    "key-frame state service", self._on_state,
+                                    callback_group=group)
+        self.episode_pub.publish(episode_msg(self, self.episode_id, "", "startup"))
+
+    def release(self) -> None:
+        if self.publisher is not None:
+            self.publisher.destroy()
+        if self.episode_pub is not None:
+            self.destroy_lifecycle_publisher(self.episode_pub)
+        self.tracker = self.publisher = self.episode_pub = self.camera = None
+
+    def health_items(self) -> list[HealthItem]:
+        if self.camera is None or self.tracker is None:
+            return []
+        return [self.camera.health(self.get_fully_qualified_name(), self.state == "active",
+                                   self.tracker.n_keyframes, self.thresholds)]
+
+    # -- callbacks ------------------------------------------------------------------------------
+    def _offer(self, stamp_s: float) -> bool:
+        tracker = self.tracker
+        return tracker is not None and tracker.offer(stamp_s)
+
+    def _on_frame(self, image, stamp_s: float, index: int, frame_id: str) -> None:  # type: ignore[no-untyped-def]
+        with self._lock:
+            if self.tracker is None or self.publisher is None:
+                return
+            if self.budget is not None and self.budget.spent(self.tracker.n_keyframes, stamp_s):
+                self._new_episode("budget")
+            event = self.tracker.push_sampled(Frame(image, stamp_s, index, frame_id))
+            if event is not None:
+                self.publisher.publish(event, self.episode_id)
+
+    def _new_episode(self, reason: str) -> None:
+        """Start a new episode (lock held) and announce it."""
+        assert self.tracker is not None
+        old = self.episode_id
+        self.tracker.reset()
+        if self.budget is not None:
+            self.budget.restart()
+        self.episode_id = new_episode_id()
+        self.episode_pub.publish(episode_msg(self, self.episode_id, old, reason))
+        self.get_logger().info(f"new episode {self.episode_id} ({reason})")
+
+    def _on_state(self, request: KeyFrameState.Request,
+                  response: KeyFrameState.Response) -> KeyFrameState.Response:
+        with self._lock:
+            tracker, publisher = self.tracker, self.publisher
+            if tracker is None or publisher is None:
+                response.success, response.message = False, "the key-frame node is not active"
+                return response
+            if request.capture_current_view and self.params["qa.include_current_view"]:
+                event = tracker.force_current()
+                if event is not None:
+                    publisher.publish(event, self.episode_id)
+            response.success = True
+            response.episode_id = self.episode_id
+            response.last_keyframe_index = tracker.last_keyframe_index
+            response.frames_received = tracker.n_received
+            response.frames_sampled = tracker.n_sampled
+            response.keyframes = tracker.n_keyframes
+        return response
+
+    def _on_reset(self, _req: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        with self._lock:
+            if self.tracker is None:
+                response.success, response.message = False, "the key-frame node is not active"
+                return response
+            if self.camera is not None:
+                self.camera.reset()
+            self._new_episode("reset")
+        response.success, response.message = True, f"new episode {self.episode_id}"
+        return response
+
+
+def main(args: list[str] | None = None) -> int:
+    return run_node(KeyFrameNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
