@@ -30,7 +30,7 @@ colcon-test: setup
 test-quick: setup
 	$(ENV) python -m pytest test -m "not slow" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# The style and type checks the suite runs (test/test_lint.py), on their own.
+# The style and type checks the suite runs (test/unit/project/test_lint.py), on their own.
 lint: setup
 	$(ENV) ruff check . && mypy embodied_r_ros/core
 

@@ -43,8 +43,7 @@ class FixedReplyPerceiver:
 
 
 def make_clips(folder: Path, clips: int, seconds: int, width: int, height: int, codec: str) -> list[Path]:
-    sys.path.insert(0, str(REPO / "test"))
-    from keyframe_clips import make_texture, render, video_poses, write_video, write_video_pyav
+    from embodied_r_ros.testing.keyframe_clips import make_texture, render, video_poses, write_video, write_video_pyav
 
     suffix = ".avi" if codec == "MJPG" else ".mp4"
     paths = []

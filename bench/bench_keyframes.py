@@ -94,8 +94,7 @@ def _vm_hwm_mb() -> float:
 
 def _cycle_pose(t: float, width: int, tex_h: int):
     """Camera pose at time t (s): a 60 s cycle that drifts forward through the texture."""
-    sys.path.insert(0, str(REPO / "test"))
-    from keyframe_clips import Pose
+    from embodied_r_ros.testing.keyframe_clips import Pose
 
     cycle, s = divmod(t, 60.0)
     x = width + cycle * 9.0 * width  # each cycle starts somewhere new
@@ -115,8 +114,7 @@ def _cycle_pose(t: float, width: int, tex_h: int):
 
 
 def _frames(minutes: float, width: int, height: int, fps: int):
-    sys.path.insert(0, str(REPO / "test"))
-    from keyframe_clips import make_texture, render
+    from embodied_r_ros.testing.keyframe_clips import make_texture, render
 
     texture = make_texture(6 * width, int(1.5 * height), seed=7)
     for i in range(int(round(minutes * 60 * fps))):
@@ -124,8 +122,7 @@ def _frames(minutes: float, width: int, height: int, fps: int):
 
 
 def write_clip(path: Path, minutes: float, width: int, height: int, fps: int, codec: str) -> Path:
-    sys.path.insert(0, str(REPO / "test"))
-    from keyframe_clips import write_video
+    from embodied_r_ros.testing.keyframe_clips import write_video
 
     frames = _frames(minutes, width, height, fps)
     if codec in ("h264", "hevc"):

@@ -3,14 +3,14 @@ no download, and loaded by tests through the same code the robot uses."""
 
 from __future__ import annotations
 
-import itertools
+import importlib.util
 import os
 import sys
 from pathlib import Path
 
 import pytest
+from helpers.env import REPO_ROOT  # also isolates this session's ROS domain (helpers/env.py)
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 # The source tree must win over the copy colcon installs, so edits are tested directly.
 if str(REPO_ROOT) not in sys.path[:1]:
     sys.path.insert(0, str(REPO_ROOT))
@@ -40,30 +40,6 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory):
     return build_tiny_models(tmp_path_factory.mktemp("tiny_models"))
 
 
-# DDS isolation: traffic stays on this host, and every graph a test starts gets a domain
-# id of its own (`fresh_ros_domain`), so graphs of earlier tests that are still shutting
-# down, other pytest-xdist workers or other ROS processes never answer another test's
-# questions. Domain ids 1..231 (FastDDS's usable range) are split between the xdist
-# workers: worker k of n takes k+1, k+1+n, k+1+2n, ... starting at a place that depends on
-# its process id (two sessions side by side rarely start at the same place), and wraps
-# around when it has used them all (by then those graphs have long ended).
-os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
-_OWN_DOMAINS = list(range(1 + _WORKER % _XDIST_WORKERS, 232, _XDIST_WORKERS))
-_DOMAINS = itertools.islice(itertools.cycle(_OWN_DOMAINS), os.getpid() % len(_OWN_DOMAINS), None)
-
-
-def fresh_ros_domain() -> str:
-    """Switch this process (and the children it starts) to a ROS domain id no other test
-    of this session is using; rclpy contexts created afterwards use it."""
-    os.environ["ROS_DOMAIN_ID"] = str(next(_DOMAINS))
-    return os.environ["ROS_DOMAIN_ID"]
-
-
-fresh_ros_domain()  # a test that does not ask for one still stays in this worker's domains
-os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-
-
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The synthetic sample (bag + questions + scene), made once per session by the same
@@ -75,25 +51,28 @@ def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-# -- markers -------------------------------------------------------------------------------
-# ros: needs the ROS 2 wheels (real DDS); models: loads the tiny transformers models;
-# slow: starts node graphs, trains, or pushes thousands of frames (`make test-quick`
-# runs everything but these; CI and `make test` run all).
-SLOW_MODULES = {"test_training_grpo", "test_training_dry_run", "test_memory_bounds",
-                "test_model_server_outage", "test_dds_profile", "test_colcon_test"}
+# -- markers, from the folder a test lives in ----------------------------------------------
+#   unit/  ROS-free logic, one folder per sub-package (test/unit/<sub-package>/)
+#   ros/   real rclpy over DDS inside the test process                      -> ros
+#   e2e/   the installed executables, node graphs and commands end to end   -> ros, slow
+# models: the test loads the tiny transformers models (the `tiny_models` fixture).
+# A few unit/ros modules that train or push long loads say `pytestmark = pytest.mark.slow`
+# themselves. `make test-quick` runs everything but slow; CI and `make test` run all.
+TEST_ROOT = Path(__file__).resolve().parent
+FOLDER_MARKERS = {"ros": ("ros",), "e2e": ("ros", "slow")}
+
+# Without the ROS 2 wheels (setup with only the core), the ROS folders are not collected.
+if importlib.util.find_spec("rclpy") is None:
+    collect_ignore_glob = [f"{folder}/*" for folder in FOLDER_MARKERS]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    sources: dict[str, str] = {}
     for item in items:
-        path = Path(str(item.fspath))
-        text = sources.setdefault(str(path), path.read_text(encoding="utf-8"))
-        if 'importorskip("rclpy"' in text:
-            item.add_marker(pytest.mark.ros)
+        folder = Path(str(item.fspath)).resolve().relative_to(TEST_ROOT).parts[0]
+        for name in FOLDER_MARKERS.get(folder, ()):
+            item.add_marker(getattr(pytest.mark, name))
         if "tiny_models" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.models)
-        if "GraphProcesses(" in text or "embodied_r(" in text or path.stem in SLOW_MODULES:
-            item.add_marker(pytest.mark.slow)
     # Files with slow tests run first: pytest-xdist (--dist loadfile) hands out files in
     # this order, so the long ones start early instead of leaving one worker busy at the end.
     slow_files = {str(item.fspath) for item in items if item.get_closest_marker("slow")}

@@ -2,7 +2,7 @@
 
 Every failure the package can report maps to one `ErrorCode`. The numeric values are defined
 once, as the constants of the ROS message `msg/ErrorCode.msg`; this enum mirrors them for the
-ROS-free core (test_interfaces.py checks that both agree), so a node copies a code into a
+ROS-free core (test/ros/test_interfaces.py checks that both agree), so a node copies a code into a
 response unchanged.
 """
 

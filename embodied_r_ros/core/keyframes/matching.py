@@ -15,7 +15,7 @@ then competes with the decoder and ORB threads of the offline path: 4.8 ms of CP
 wall on 2 threads) per match, against 1.4 ms of CPU on one thread for the XOR-ed 64-bit
 words counted in numpy (`python -m bench.bench_matching`, 2-core machine). Equality with
 OpenCV, ties included, is tested against `cv2.BFMatcher` itself
-(test/test_descriptor_matching.py).
+(test/unit/keyframes/test_matching.py).
 
 Memory: the full distance matrix is built, 2 bytes per pair plus 9 bytes of scratch per
 pair (ORB's default cap of 500 features per frame: under 3 MB).

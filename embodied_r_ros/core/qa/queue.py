@@ -1,6 +1,6 @@
 """Admitting and running questions: a bounded queue, one answer at a time, hard deadlines.
 
-Rules (the robot's contract; test_question_queue.py checks each):
+Rules (the robot's contract; test/unit/qa/test_question_queue.py checks each):
 
 * Admission is immediate and bounded: at most one question is answered while up to
   `max_waiting` more wait their turn. A question beyond that bound fails at once with

@@ -3,7 +3,7 @@
 Camera images: cv_bridge (the package's declared dependency) decodes them when it is
 installed, as on any robot with ROS from apt; where it is missing (the PyPI-wheel ROS of
 CI), and for any encoding cv_bridge refuses, the ROS-free `core.image_codec` does. Both
-give RGB uint8 arrays; test_image_codec.py checks they are identical wherever cv_bridge
+give RGB uint8 arrays; test/unit/core/test_image_codec.py checks they are identical wherever cv_bridge
 exists. Outgoing images (key frames) are built by `core.image_codec`.
 """
 

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests (importable as `helpers.<module>`: test/ is on sys.path)."""
