@@ -35,7 +35,7 @@ def _views(n: int, width: int = 1280, height: int = 720) -> list[np.ndarray]:
     return views
 
 
-def _time(fn, pairs) -> tuple[float, float, list]:  # noqa: ANN001
+def _time(fn, pairs) -> tuple[float, float, list]:
     wall, cpu = time.perf_counter(), time.process_time()
     out = [fn(a, b) for a, b in pairs]
     return (time.perf_counter() - wall) / len(pairs), (time.process_time() - cpu) / len(pairs), out

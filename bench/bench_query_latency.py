@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
+from embodied_r_ros.core.settings import Settings, build_settings
 from embodied_r_ros.sample_data.scene import render_clip
 
 QUESTIONS = [("Which object did I see first?", ["red box", "blue pillar", "green door"]),
@@ -31,8 +31,8 @@ QUESTIONS = [("Which object did I see first?", ["red box", "blue pillar", "green
              ("What did I do after seeing the yellow ball?", ["rotate left", "rotate right"])]
 
 
-def run_mode(mode: str, params: dict, perceiver, reasoner, clip, repeats: int) -> dict:  # type: ignore[no-untyped-def]
-    pipeline = EmbodiedRPipeline({**params, "perception.mode": mode}, perceiver, reasoner)
+def run_mode(mode: str, settings: Settings, perceiver, reasoner, clip, repeats: int) -> dict:  # type: ignore[no-untyped-def]
+    pipeline = EmbodiedRPipeline(settings.with_values({"perception.mode": mode}), perceiver, reasoner)
     try:
         start = time.monotonic()
         for i, (image, stamp) in enumerate(zip(clip.frames, clip.stamps_s)):
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         perception_model = perception_model or str(paths.vlm)
         reasoning_model = reasoning_model or str(paths.lm)
         print("tiny random models: timings show the pipeline's structure, not real models")
-    params = cfg.validate({
+    settings = build_settings({
         "perception.model": perception_model, "reasoning.model": reasoning_model,
         "perception.device": args.device, "reasoning.device": args.device,
         "perception.dtype": args.dtype, "reasoning.dtype": args.dtype,
@@ -86,9 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         "perception.max_new_tokens": args.perception_tokens,
         "reasoning.max_new_tokens": args.reasoning_tokens,
     })
-    perceiver, reasoner = load_models(params)
+    perceiver, reasoner = load_models(settings)
     clip = render_clip(fps=args.fps)
-    rows = [run_mode(mode, params, perceiver, reasoner, clip, args.repeats)
+    rows = [run_mode(mode, settings, perceiver, reasoner, clip, args.repeats)
             for mode in ("on_query", "streaming")]
     ratio = rows[0]["median_s"] / max(rows[1]["median_s"], 1e-9)
     print(f"\n{'mode':10s} {'median s/question':>18s} {'max s':>8s} {'key frames':>11s}")

@@ -89,6 +89,20 @@ def wait_future(future: Any, timeout_s: float, what: str,
     return future.result()
 
 
+def call_service(client: Any, request: Any, timeout_s: float) -> Any | None:
+    """Call a service and wait at most `timeout_s` in all; None when the service is not
+    there or does not reply in time (how the nodes ask their peers)."""
+    deadline = time.monotonic() + timeout_s
+    if not client.wait_for_service(timeout_sec=max(0.0, timeout_s)):
+        return None
+    future = client.call_async(request)
+    try:
+        return wait_future(future, max(0.0, deadline - time.monotonic()), "service call")
+    except TimeoutError:
+        future.cancel()
+        return None
+
+
 class GraphClient(Node):
     """An rclpy node with clients for the graph's services and action."""
 

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.append_only import write_json_atomic
 from embodied_r_ros.core.errors import ErrorCode
+from embodied_r_ros.core.settings import load_settings
 from embodied_r_ros.evaluation import models as model_setup
 from embodied_r_ros.evaluation.episode import EpisodeRecord
 from embodied_r_ros.evaluation.results import QuestionResult, summarize
@@ -140,12 +140,12 @@ def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResul
     overrides, tiny = resolve_models(args)
     if args.camera_qos == "reliable":
         overrides.update({"camera.reliability": "reliable", "camera.depth": LOSSLESS_DEPTH})
-    params = cfg.load_parameters(args.params_file, overrides=overrides)
+    settings = load_settings(args.params_file, overrides=overrides)
 
     print(f"== starting the {args.graph} graph with {args.params_file}")
     t0 = time.monotonic()
     results: list[QuestionResult] = []
-    with LiveReplay(params, args.params_file, overrides, graph=args.graph, rate=args.rate,
+    with LiveReplay(settings, args.params_file, overrides, graph=args.graph, rate=args.rate,
                     startup_timeout_s=args.startup_timeout,
                     echo=None if args.quiet_nodes else sys.stdout) as live:
         print(f"== graph up in {time.monotonic() - t0:.1f}s; replaying {bag} at {args.rate}x, "

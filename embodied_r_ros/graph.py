@@ -15,7 +15,6 @@ Launch arguments (the same names for `ros2 launch` and `embodied-r launch`):
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -194,35 +193,27 @@ def graph_launch(graph: str = "embedded", *, params_file: str = "", models: str 
     parameters.update(overrides or {})
     remappings: tuple[tuple[str, str], ...] = ()
     if camera_topic:
-        from embodied_r_ros.core.parameters import load_parameters
+        from embodied_r_ros.core.settings import load_settings
 
         merged = {k: v for k, v in parameters.items() if k != "use_sim_time"}
-        topic = load_parameters(files, overrides=merged)["camera.topic"]
+        topic = load_settings(files, overrides=merged).camera.topic
         remappings = ((topic, camera_topic),)
     ns = namespace.strip("/")
     return [NodeLaunch(spec, spec.name, ns, tuple(files), dict(parameters), remappings)
             for spec in GRAPHS[graph]]
 
 
-def ros_value(value: Any) -> str:
-    """A `-p name:=value` value: ROS parses it as YAML, so strings are double-quoted
-    (JSON string syntax is valid YAML) to keep paths, numbers-as-text and JSON as text."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    return repr(value)
-
-
 def ros_arguments(launch: NodeLaunch) -> list[str]:
     """The `--ros-args ...` part of the command line, as `ros2 launch` builds it."""
+    from embodied_r_ros.core.parameters import yaml_scalar
+
     args = ["--ros-args", "-r", f"__node:={launch.name}"]
     if launch.namespace:
         args += ["-r", f"__ns:=/{launch.namespace}"]
     for path in launch.params_files:
         args += ["--params-file", path]
     for key, value in launch.parameters.items():
-        args += ["-p", f"{key}:={ros_value(value)}"]
+        args += ["-p", f"{key}:={yaml_scalar(value)}"]
     for source, target in launch.remappings:
         args += ["-r", f"{source}:={target}"]
     return args

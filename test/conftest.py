@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers.env import REPO_ROOT  # also isolates this session's ROS domain (helpers/env.py)
 
 # The source tree must win over the copy colcon installs, so edits are tested directly.

@@ -58,6 +58,7 @@ from fractions import Fraction
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from embodied_r_ros.core.append_only import write_json_atomic
 from embodied_r_training.categories import (
     CATEGORIES,
     VSI_NUMERIC_TYPES,
@@ -631,21 +632,6 @@ def write_jsonl_atomic(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
         Path(tmp).unlink(missing_ok=True)
         raise
     return count
-
-
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    """Write one JSON document through a temporary file and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(obj, handle, indent=2, ensure_ascii=False)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -48,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.core.append_only import AppendOnlyJsonl
+from embodied_r_ros.core.append_only import AppendOnlyJsonl, write_json_atomic
 from embodied_r_ros.core.shards import shard_argument
 from embodied_r_ros.core.types import OPTION_LETTERS
 from embodied_r_training.categories import (
@@ -61,7 +61,7 @@ from embodied_r_training.categories import (
     VSI_NUMERIC_TYPES,
     VSI_TYPE_TITLES,
 )
-from embodied_r_training.data import read_jsonl, write_json_atomic, write_jsonl_atomic
+from embodied_r_training.data import read_jsonl, write_jsonl_atomic
 
 log = logging.getLogger("embodied_r_training.evaluate")
 

@@ -32,8 +32,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from embodied_r_ros.core.append_only import write_json_atomic
 from embodied_r_training.config import load_config
-from embodied_r_training.data import read_jsonl, write_json_atomic
+from embodied_r_training.data import read_jsonl
 from embodied_r_training.policy import resolve_policy
 from embodied_r_training.reward_funcs import NamedReward, build_reward_funcs, initial_weights
 from embodied_r_training.schedule import RewardScheduleCallback, schedule_from_config

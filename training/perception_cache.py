@@ -53,13 +53,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.core.append_only import AppendOnlyJsonl
+from embodied_r_ros.core.append_only import AppendOnlyJsonl, write_json_atomic
 from embodied_r_ros.core.shards import available_cores, shard_argument
 from embodied_r_training.data import (
     group_by_video,
     read_jsonl,
     record_video,
-    write_json_atomic,
     write_jsonl_atomic,
 )
 from embodied_r_training.videos import VideoMaterialiser

@@ -208,16 +208,16 @@ class RewardScheduleCallback(TrainerCallback):
             self.applied = weights
             self.history.append((int(state.global_step), float(state.epoch or 0.0), tuple(weights)))
 
-    def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102
+    def on_train_begin(self, args, state, control, **kwargs):
         self._apply(state)
 
-    def on_epoch_begin(self, args, state, control, **kwargs):  # noqa: D102
+    def on_epoch_begin(self, args, state, control, **kwargs):
         self._apply(state)
 
-    def on_step_begin(self, args, state, control, **kwargs):  # noqa: D102
+    def on_step_begin(self, args, state, control, **kwargs):
         self._apply(state)
 
-    def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102
+    def on_log(self, args, state, control, logs=None, **kwargs):
         # Record the weights in force beside the logged rewards (the trainer has already
         # appended its copy of `logs` to the history, so update that entry).
         if self.trainer is not None and state.log_history and "reward" in state.log_history[-1]:

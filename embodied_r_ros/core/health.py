@@ -1,7 +1,7 @@
 """Health of a running node, ROS-free: rates, latency percentiles and the OK/WARN/ERROR
 levels the nodes publish on /diagnostics (diagnostic_msgs/DiagnosticArray).
 
-Levels and their thresholds (`HealthThresholds`, ROS parameters `diagnostics.*`):
+Levels and their thresholds (`DiagnosticsSettings`, ROS parameters `diagnostics.*`):
 
 camera (embedded and key-frame nodes)
   WARN   no camera frame for `stale_input_s` seconds while active;
@@ -26,31 +26,13 @@ import resource
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+
+from embodied_r_ros.core.settings import DiagnosticsSettings
 
 OK, WARN, ERROR = 0, 1, 2
 LEVEL_NAMES = {OK: "OK", WARN: "WARN", ERROR: "ERROR"}
-
-
-@dataclass(frozen=True)
-class HealthThresholds:
-    window_s: float = 10.0
-    stale_input_s: float = 5.0
-    drop_warn_fraction: float = 0.1
-    queue_warn_fraction: float = 0.5
-    failures_error_count: int = 3
-    memory_warn_mb: float = 0.0
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> HealthThresholds:
-        return cls(window_s=params["diagnostics.window_s"],
-                   stale_input_s=params["diagnostics.stale_input_s"],
-                   drop_warn_fraction=params["diagnostics.drop_warn_fraction"],
-                   queue_warn_fraction=params["diagnostics.queue_warn_fraction"],
-                   failures_error_count=params["diagnostics.failures_error_count"],
-                   memory_warn_mb=params["diagnostics.memory_warn_mb"])
 
 
 class EventWindow:
@@ -180,7 +162,7 @@ class QuestionStats:
 
 def camera_item(node: str, *, active: bool, received: EventWindow, sampled: EventWindow,
                 keyframes: int, drops: Counter[str], dropped_recent: int,
-                thresholds: HealthThresholds) -> HealthItem:
+                thresholds: DiagnosticsSettings) -> HealthItem:
     item = HealthItem(f"{node}: camera")
     age = received.age()
     item.values = {"frames received": str(received.total), "input rate (Hz)": _fmt(received.rate()),
@@ -201,7 +183,7 @@ def camera_item(node: str, *, active: bool, received: EventWindow, sampled: Even
 def perception_item(node: str, *, model: str, ready: bool, pending: int, max_queue: int,
                     described: int, failed: int, dropped: int, dropped_recent: int,
                     recent_outcomes: Iterable[bool], latency: LatencyStats, last_error: str,
-                    thresholds: HealthThresholds) -> HealthItem:
+                    thresholds: DiagnosticsSettings) -> HealthItem:
     item = HealthItem(f"{node}: perception")
     item.values = {"model": model or "<unset>", "model loaded": str(ready),
                    "queue depth": f"{pending}/{max_queue}", "described": str(described),
@@ -242,7 +224,7 @@ def questions_item(node: str, *, model: str, ready: bool, stats: QuestionStats,
 
 
 def node_item(node: str, *, state: str, last_error: str, callback_errors: int,
-              thresholds: HealthThresholds) -> HealthItem:
+              thresholds: DiagnosticsSettings) -> HealthItem:
     item = HealthItem(f"{node}: node")
     rss = resident_memory_mb()
     item.values = {"lifecycle state": state, "resident memory (MB)": f"{rss:.1f}",

@@ -172,7 +172,7 @@ def _compressed_format_kind(fmt: str) -> str:
     return "depth" if "compresseddepth" in (fmt or "").lower().replace(" ", "") else "image"
 
 
-def image_from_compressed(data: bytes | bytearray | memoryview | np.ndarray, format: str = "") -> np.ndarray:  # noqa: A002
+def image_from_compressed(data: bytes | bytearray | memoryview | np.ndarray, format: str = "") -> np.ndarray:
     """Decode a ``sensor_msgs/CompressedImage`` payload (JPEG, PNG, ...) to RGB uint8.
 
     ``format`` is the message's format string ("jpeg", "png", "bgr8; jpeg compressed bgr8",

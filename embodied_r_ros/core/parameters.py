@@ -350,24 +350,10 @@ def extra_json(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return value
 
 
-_MODEL_KEYS = ("backend", "model", "device", "dtype", "base_url", "api_key_env",
-               "served_model_name", "timeout_s", "max_retries", "temperature",
-               "max_new_tokens", "top_p")
-
-
-def model_spec_dict(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """The `ModelSpec.from_dict` input for 'perception' or 'reasoning'."""
-    spec = {key: params[f"{prefix}.{key}"] for key in _MODEL_KEYS}
-    for key in ("max_image_side", "image_format", "jpeg_quality"):
-        if f"{prefix}.{key}" in params:
-            spec[key] = params[f"{prefix}.{key}"]
-    extra = extra_json(params, prefix)
-    if extra:
-        spec["extra"] = extra
-    return spec
-
-
-def _yaml_scalar(value: Any) -> str:
+def yaml_scalar(value: Any) -> str:
+    """A parameter value as YAML: in the generated file and in `-p name:=value` (ROS
+    parses that as YAML). Strings are double-quoted (JSON string syntax is valid YAML),
+    so paths, numbers-as-text and JSON stay text."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -411,7 +397,7 @@ def render_yaml(specs: Iterable[ParamSpec] = PARAMETERS) -> str:
             group = head
         text = spec.description + (f" ({' | '.join(spec.choices)})" if spec.choices else "")
         lines += _wrapped_comment(text, indent)
-        line = f"{indent}{leaf}: {_yaml_scalar(spec.default)}"
+        line = f"{indent}{leaf}: {yaml_scalar(spec.default)}"
         if spec.example:
             line += f"  # {spec.example}"
         lines.append(line)

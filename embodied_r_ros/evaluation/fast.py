@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from embodied_r_ros.core.errors import EmbodiedRError, ErrorCode, InvalidRequestError
+from embodied_r_ros.core.settings import Settings
 from embodied_r_ros.evaluation.episode import (
     DescriptionRecord,
     EpisodeRecord,
@@ -47,21 +48,21 @@ class FastReplay:
 
     mode = "fast"
 
-    def __init__(self, params: Mapping[str, Any], perceiver: Any = None, reasoner: Any = None,
+    def __init__(self, settings: Settings, perceiver: Any = None, reasoner: Any = None,
                  ) -> None:
         from embodied_r_ros.core.perception.odometry import PoseHistory, measured_action
         from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 
-        self.params = dict(params)
+        self.settings = settings
         if perceiver is None or reasoner is None:
-            perceiver, reasoner = load_models(self.params)
+            perceiver, reasoner = load_models(settings)
         self._poses = PoseHistory(max_age_s=1e12)
         motion = None
-        if self.params["perception.use_odometry"]:
+        if self.settings.perception.use_odometry:
             def motion(previous_s: float, stamp_s: float) -> str | None:
                 return measured_action(self._poses, previous_s, stamp_s)
         self._episode: EpisodeRecord | None = None
-        self.pipeline = EmbodiedRPipeline(self.params, perceiver, reasoner, motion_source=motion,
+        self.pipeline = EmbodiedRPipeline(settings, perceiver, reasoner, motion_source=motion,
                                           on_keyframe=self._on_keyframe,
                                           on_description=self._on_description)
 
@@ -93,13 +94,13 @@ class FastReplay:
         self._episode = record
         report = BagReadReport(str(bag_path))
         self._poses.clear()
-        if self.params["perception.use_odometry"]:
+        if self.settings.perception.use_odometry:
             try:
-                for pose in read_odometry(bag_path, self.params["perception.odometry_topic"]):
+                for pose in read_odometry(bag_path, self.settings.perception.odometry_topic):
                     self._poses.add(pose)
             except InvalidRequestError as exc:
                 LOG.warning("%s: no odometry, the VLM's actions are kept (%s)", bag_path, exc)
-        half_queue = max(1, self.params["perception.max_queue"] // 2)
+        half_queue = max(1, self.settings.perception.max_queue // 2)
         started = time.monotonic()
         try:
             for frame in iter_bag_frames(bag_path, topic, stamps=stamps,

@@ -28,6 +28,7 @@ from typing import Any
 
 from embodied_r_ros.core.errors import EmbodiedRError, ErrorCode
 from embodied_r_ros.core.keyframes.rules import FrameRateSampler
+from embodied_r_ros.core.settings import Settings
 from embodied_r_ros.evaluation.episode import (
     DescriptionRecord,
     EpisodeRecord,
@@ -56,14 +57,14 @@ class LiveReplay:
 
     mode = "live"
 
-    def __init__(self, params: Mapping[str, Any], params_file: str | Path,
+    def __init__(self, settings: Settings, params_file: str | Path,
                  overrides: Mapping[str, Any], *, graph: str = "embedded", rate: float = 4.0,
                  startup_timeout_s: float = 180.0, echo: Any = sys.stdout) -> None:
-        if params["camera.compressed"]:
+        if settings.camera.compressed:
             raise EmbodiedRError("live replay publishes raw sensor_msgs/Image frames; set "
                                  "camera.compressed false (compressed bags are decoded first)",
                                  code=ErrorCode.INVALID_REQUEST)
-        self.params = dict(params)
+        self.settings = settings
         self.params_file = params_file
         self.overrides = dict(overrides)
         self.graph_name = graph
@@ -79,19 +80,19 @@ class LiveReplay:
         from embodied_r_ros.graph_processes import GraphProcesses
         from embodied_r_ros.replay import SpinningClient
 
-        p = self.params
+        s = self.settings
         graph = GraphProcesses(self.graph_name, self.params_file, self.overrides, echo=self.echo)
         self.graph = graph.__enter__()
         self._stack.append(graph)
         try:
-            session = SpinningClient(camera_topic=p["camera.topic"], ask_service=p["services.ask"],
-                                     reset_service=p["services.reset"],
-                                     status_service=p["services.status"],
-                                     keyframes_topic=p["topics.keyframes"],
-                                     descriptions_topic=p["topics.descriptions"],
-                                     answers_topic=p["topics.answers"],
-                                     odometry_topic=p["perception.odometry_topic"],
-                                     camera_reliability=p["camera.reliability"])
+            session = SpinningClient(camera_topic=s.camera.topic, ask_service=s.services.ask,
+                                     reset_service=s.services.reset,
+                                     status_service=s.services.status,
+                                     keyframes_topic=s.topics.keyframes,
+                                     descriptions_topic=s.topics.descriptions,
+                                     answers_topic=s.topics.answers,
+                                     odometry_topic=s.perception.odometry_topic,
+                                     camera_reliability=s.camera.reliability)
             self.client = session.__enter__()
             self._stack.append(session)
             started = time.monotonic()
@@ -110,12 +111,12 @@ class LiveReplay:
                 topic: str | None = None, stamps: str = "header", reorder_window: int = 16,
                 timeout_s: float = 0.0, on_result: ResultCallback | None = None
                 ) -> EpisodeRecord:
-        client, p = self.client, self.params
+        client, s = self.client, self.settings
         reply = client.reset()
         episode_id = reply.message.rsplit(" ", 1)[-1] if reply.success else ""
         record = EpisodeRecord(bag=bag_key, mode=self.mode, episode_id=episode_id)
         report = BagReadReport(str(bag_path))
-        sampler = FrameRateSampler(p["keyframes.sample_fps"])
+        sampler = FrameRateSampler(s.keyframes.sample_fps)
         expected_sampled = 0
 
         def frames():  # type: ignore[no-untyped-def]
@@ -134,9 +135,9 @@ class LiveReplay:
                 yield frame.stamp_s, image, frame.frame_id
 
         poses = []
-        if p["perception.use_odometry"]:
+        if s.perception.use_odometry:
             try:
-                poses = read_odometry(bag_path, p["perception.odometry_topic"])
+                poses = read_odometry(bag_path, s.perception.odometry_topic)
             except EmbodiedRError as exc:
                 LOG.warning("%s: no odometry, the VLM's actions are kept (%s)", bag_path, exc)
         started = time.monotonic()
@@ -145,10 +146,10 @@ class LiveReplay:
         try:
             # A reliable camera subscription asks for a lossless replay: never run further
             # ahead of the graph than its queue holds.
-            lossless = p["camera.reliability"] == "reliable"
+            lossless = s.camera.reliability == "reliable"
             record.frames_published = client.play(
                 frames(), rate=self.rate, poses=poses,
-                max_ahead=int(p["camera.depth"]) if lossless else 0)
+                max_ahead=int(s.camera.depth) if lossless else 0)
         finally:
             record.read = report.to_json()
         received, sampled = client.wait_for_frames(record.frames_published, expected_sampled,

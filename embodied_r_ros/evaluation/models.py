@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.core import parameters as cfg
+from embodied_r_ros.core.settings import load_settings
 
 # Short generations keep tiny-model runs fast; real models use the YAML values.
 TINY_MAX_NEW_TOKENS = {"perception": 24, "reasoning": 48}
@@ -21,9 +21,9 @@ ROLES = ("perception", "reasoning")
 
 def missing_models(params_file: str | Path, overrides: Mapping[str, Any]) -> list[str]:
     """The roles ("perception", "reasoning") with no model in the file or the overrides."""
-    params = cfg.load_parameters(params_file)
-    return [role for role in ROLES
-            if not overrides.get(f"{role}.model", params[f"{role}.model"])]
+    settings = load_settings(params_file)
+    configured = {"perception": settings.perception.model, "reasoning": settings.reasoning.model}
+    return [role for role in ROLES if not overrides.get(f"{role}.model", configured[role])]
 
 
 def tiny_overrides(artifacts: str | Path, roles: list[str] | tuple[str, ...] = ROLES,

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r_ros.core.errors import BagError
+from embodied_r_ros.core.settings import Settings
 from embodied_r_ros.core.shards import available_cores
 from embodied_r_ros.evaluation.questions import QuestionItem
 from embodied_r_ros.evaluation.results import QuestionResult
@@ -38,7 +39,7 @@ _REPLAY: Any = None
 _RESULTS: Any = None
 
 
-def _init_worker(params: Mapping[str, Any], results: Any, threads: int) -> None:
+def _init_worker(settings: Settings, results: Any, threads: int) -> None:
     global _REPLAY, _RESULTS
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
@@ -49,7 +50,7 @@ def _init_worker(params: Mapping[str, Any], results: Any, threads: int) -> None:
         pass
     from embodied_r_ros.evaluation.fast import FastReplay
 
-    _REPLAY = FastReplay(params)
+    _REPLAY = FastReplay(settings)
     _RESULTS = results
 
 
@@ -60,7 +61,7 @@ def _replay_bag(key: str, path: str, items: list[QuestionItem], options: dict[st
     return record.to_json()
 
 
-def run_parallel(params: Mapping[str, Any], bags: Mapping[str, Path],
+def run_parallel(settings: Settings, bags: Mapping[str, Path],
                  todo: Mapping[str, Sequence[QuestionItem]], jobs: int, options: dict[str, Any],
                  *, on_result: Callable[[QuestionResult], None],
                  on_episode: Callable[[dict[str, Any]], None],
@@ -84,7 +85,7 @@ def run_parallel(params: Mapping[str, Any], bags: Mapping[str, Path],
     cores = available_cores()
     try:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(dict(params), results, cores // jobs)) as pool:
+                                 initargs=(settings, results, cores // jobs)) as pool:
             futures = {pool.submit(_replay_bag, key, str(bags[key]), list(items), options): key
                        for key, items in todo.items()}
             for future in as_completed(futures):

@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.errors import BagError, EmbodiedRError, ErrorCode
+from embodied_r_ros.core.settings import Settings, load_settings
 from embodied_r_ros.core.shards import Shard, available_cores, shard_argument
 from embodied_r_ros.evaluation import models as model_setup
 from embodied_r_ros.evaluation.questions import (
@@ -145,30 +145,30 @@ def resolve_parameters(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         overrides = {**tiny_set, **overrides}
         print(model_setup.tiny_banner(missing, tiny_set))
         tiny = True
-    params = cfg.load_parameters(args.params_file, node_name=EMBEDDED_NODE, overrides=overrides)
-    return params, overrides, tiny
+    settings = load_settings(args.params_file, node_name=EMBEDDED_NODE, overrides=overrides)
+    return settings, overrides, tiny
 
 
-def setup_record(args: argparse.Namespace, params: dict[str, Any], tiny: bool) -> dict[str, Any]:
-    return {"mode": args.mode, "perception_model": params["perception.model"],
-            "reasoning_model": params["reasoning.model"],
-            "perception_mode": params["perception.mode"],
+def setup_record(args: argparse.Namespace, settings: Settings, tiny: bool) -> dict[str, Any]:
+    return {"mode": args.mode, "perception_model": settings.perception.model,
+            "reasoning_model": settings.reasoning.model,
+            "perception_mode": settings.perception.mode,
             "questions": str(Path(args.questions).resolve()), "bag": str(Path(args.bag).resolve()),
             "params_file": str(args.params_file), "overrides": model_setup.parse_set(args.overrides),
             "graph": args.graph if args.mode == "live" else "", "tiny_models": tiny,
             "shard": str(args.shard) if args.shard else ""}
 
 
-def make_runner(args: argparse.Namespace, params: dict[str, Any], overrides: dict[str, Any]):  # type: ignore[no-untyped-def]
+def make_runner(args: argparse.Namespace, settings: Settings, overrides: dict[str, Any]):  # type: ignore[no-untyped-def]
     if args.mode == "fast":
         from contextlib import closing
 
         from embodied_r_ros.evaluation.fast import FastReplay
 
-        return closing(FastReplay(params))
+        return closing(FastReplay(settings))
     from embodied_r_ros.evaluation.live import LiveReplay
 
-    return LiveReplay(params, args.params_file, overrides, graph=args.graph, rate=args.rate,
+    return LiveReplay(settings, args.params_file, overrides, graph=args.graph, rate=args.rate,
                       startup_timeout_s=args.startup_timeout,
                       echo=None if args.quiet_nodes else sys.stdout)
 
@@ -189,8 +189,8 @@ def evaluate(args: argparse.Namespace) -> int:
         print("replay-eval: --bag and --questions are required", file=sys.stderr)
         return 2
     bags, groups, missing = plan(args)
-    params, overrides, tiny = resolve_parameters(args)
-    setup = setup_record(args, params, tiny)
+    settings, overrides, tiny = resolve_parameters(args)
+    setup = setup_record(args, settings, tiny)
     store.check_setup(setup, fresh=args.fresh)
     done = store.done()
     todo = {k: [i for i in v if i.question_id not in done] for k, v in groups.items()}
@@ -216,12 +216,12 @@ def evaluate(args: argparse.Namespace) -> int:
             print(f"== {key}: cannot be replayed: {exc}", file=sys.stderr)
 
         print(f"== replaying {len(todo)} bags on {jobs} processes")
-        run_parallel(params, bags, todo, jobs,
+        run_parallel(settings, bags, todo, jobs,
                      {"topic": args.topic, "stamps": args.stamps,
                       "reorder_window": args.reorder_window, "timeout_s": args.timeout},
                      on_result=store.add, on_episode=store.add_episode, on_bag_error=bag_failed)
     elif todo:
-        with make_runner(args, params, overrides) as runner:
+        with make_runner(args, settings, overrides) as runner:
             for n, (key, items) in enumerate(todo.items(), 1):
                 print(f"== [{n}/{len(todo)}] {key}: {len(items)} question(s)")
                 try:

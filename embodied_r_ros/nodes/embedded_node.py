@@ -18,6 +18,7 @@ from embodied_r_ros.core.health import HealthItem
 from embodied_r_ros.core.keyframes.tracker import KeyFrameEvent
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
+from embodied_r_ros.core.settings import Settings
 from embodied_r_ros.core.types import FrameDescription
 from embodied_r_ros.msg import Episode, NodeStatus
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
@@ -50,41 +51,41 @@ class EmbodiedRNode(ManagedNode):
                                     self.get_parameter("services.status").value)
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def configure_node(self, params: dict[str, Any]) -> None:
-        self.executor_threads = params["qa.max_waiting_questions"] + 6
+    def configure_node(self, settings: Settings) -> None:
+        self.executor_threads = settings.qa.max_waiting_questions + 6
         self.get_logger().info(
-            f"loading models: perception {params['perception.backend']}:"
-            f"{params['perception.model'] or '<unset>'}, reasoning "
-            f"{params['reasoning.backend']}:{params['reasoning.model'] or '<unset>'}")
-        load_prompt_set(params["prompts.file"])  # a bad prompt file fails configure first
-        perceiver, reasoner = load_models(params)
-        self.keyframes = KeyFramePublisher(self, params["topics.keyframes"])
+            f"loading models: perception {settings.perception.backend}:"
+            f"{settings.perception.model or '<unset>'}, reasoning "
+            f"{settings.reasoning.backend}:{settings.reasoning.model or '<unset>'}")
+        load_prompt_set(settings.prompts.file)  # a bad prompt file fails configure first
+        perceiver, reasoner = load_models(settings)
+        self.keyframes = KeyFramePublisher(self, settings.topics.keyframes)
         self.description_pub = self.create_lifecycle_publisher(
-            FrameDescriptionMsg, params["topics.descriptions"], DESCRIPTION_QOS)
-        self.episode_pub = self.create_lifecycle_publisher(Episode, params["topics.episode"],
+            FrameDescriptionMsg, settings.topics.descriptions, DESCRIPTION_QOS)
+        self.episode_pub = self.create_lifecycle_publisher(Episode, settings.topics.episode,
                                                            EPISODE_QOS)
-        self.odometry = OdometryInput(self, params) if params["perception.use_odometry"] else None
+        self.odometry = OdometryInput(self, settings) if settings.perception.use_odometry else None
         self.pipeline = EmbodiedRPipeline(
-            params, perceiver, reasoner,
+            settings, perceiver, reasoner,
             motion_source=self.odometry.motion_label if self.odometry else None,
             on_keyframe=self._publish_keyframe, on_description=self._publish_description,
             on_episode=self._publish_episode)
         self.questions = QuestionServer(
-            self, self.pipeline.ask, self.pipeline.questions, service_name=params["services.ask"],
-            action_name=params["services.answer_action"], answers_topic=params["topics.answers"])
-        self.get_logger().info(f"perception mode {params['perception.mode']}; episode "
+            self, self.pipeline.ask, self.pipeline.questions, service_name=settings.services.ask,
+            action_name=settings.services.answer_action, answers_topic=settings.topics.answers)
+        self.get_logger().info(f"perception mode {settings.perception.mode}; episode "
                                f"{self.pipeline.episode_id}")
 
     def activate_node(self) -> None:
         assert self.pipeline is not None and self.questions is not None
         pipeline = self.pipeline
-        self.camera = CameraInput(self, self.params, pipeline.offer_frame, self._on_frame,
+        self.camera = CameraInput(self, self.settings, pipeline.offer_frame, self._on_frame,
                                   wrap=self.tracked)
         self.entity(self.camera.subscription)
         if self.odometry is not None:
             self.entity(self.odometry.subscribe(self.tracked))
         group = ReentrantCallbackGroup()
-        self.create_tracked_service(Trigger, self.params["services.reset"], "reset service",
+        self.create_tracked_service(Trigger, self.settings.services.reset, "reset service",
                                     self._on_reset, callback_group=group)
         self.questions.serve()
         self.episode_pub.publish(episode_msg(self, pipeline.episode_id, "", "startup"))
@@ -146,17 +147,14 @@ class EmbodiedRNode(ManagedNode):
             items.append(self.camera.health(name, self.state == "active",
                                             pipeline.tracker.n_keyframes, self.thresholds))
         if pipeline is not None:
-            items.append(pipeline.worker.health(name, self.params["perception.model"], True,
+            items.append(pipeline.worker.health(name, self.settings.perception.model, True,
                                                 self.thresholds))
         if self.questions is not None:
-            items.append(self.questions.health(self.params["reasoning.model"], True))
+            items.append(self.questions.health(self.settings.reasoning.model, True))
         return items
 
     def _fill_status(self, status: NodeStatus) -> None:
-        params = self.params
-        status.perception_model = params.get("perception.model", "")
-        status.reasoning_model = params.get("reasoning.model", "")
-        status.perception_mode = params.get("perception.mode", "")
+        self.fill_model_status(status)
         status.keyframe_node_alive = status.perception_node_alive = True
         pipeline = self.pipeline
         if pipeline is None:

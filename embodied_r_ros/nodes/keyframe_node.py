@@ -16,9 +16,8 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from std_srvs.srv import Trigger
 
 from embodied_r_ros.core.health import HealthItem
-from embodied_r_ros.core.keyframes.stamps import EpisodeBudget
-from embodied_r_ros.core.keyframes.tracker import KeyFrameTracker
-from embodied_r_ros.core.pipeline import keyframe_params, new_episode_id
+from embodied_r_ros.core.keyframes.episode import EpisodeChange, KeyFrameEpisode
+from embodied_r_ros.core.settings import Settings
 from embodied_r_ros.core.types import Frame
 from embodied_r_ros.msg import Episode
 from embodied_r_ros.nodes.common.camera_input import CameraInput
@@ -37,90 +36,81 @@ class KeyFrameNode(ManagedNode):
 
     def __init__(self, name: str = "keyframe_selector") -> None:
         super().__init__(name)
-        self.tracker: KeyFrameTracker | None = None
+        self.episode: KeyFrameEpisode | None = None
         self.publisher: KeyFramePublisher | None = None
         self.episode_pub: Any = None
         self.camera: CameraInput | None = None
-        self.episode_id = ""
-        self.budget: EpisodeBudget | None = None
         self._lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def configure_node(self, params: dict[str, Any]) -> None:
-        self.tracker = KeyFrameTracker(keyframe_params(params),
-                                       ring_size=params["keyframes.ring_size"],
-                                       image_max_side=params["perception.max_image_side"])
-        self.publisher = KeyFramePublisher(self, params["topics.keyframes"])
-        self.episode_pub = self.create_lifecycle_publisher(Episode, params["topics.episode"],
+    def configure_node(self, settings: Settings) -> None:
+        self.episode = KeyFrameEpisode(settings.keyframes, settings.episode,
+                                       image_max_side=settings.perception.max_image_side)
+        self.publisher = KeyFramePublisher(self, settings.topics.keyframes)
+        self.episode_pub = self.create_lifecycle_publisher(Episode, settings.topics.episode,
                                                            EPISODE_QOS)
-        self.episode_id = new_episode_id()
-        self.budget = EpisodeBudget.from_params(params)
 
     def activate_node(self) -> None:
-        assert self.tracker is not None
-        self.camera = CameraInput(self, self.params, self._offer, self._on_frame,
+        assert self.episode is not None
+        self.camera = CameraInput(self, self.settings, self._offer, self._on_frame,
                                   wrap=self.tracked)
         self.entity(self.camera.subscription)
         group = ReentrantCallbackGroup()
-        self.create_tracked_service(Trigger, self.params["services.reset"], "reset service",
+        self.create_tracked_service(Trigger, self.settings.services.reset, "reset service",
                                     self._on_reset, callback_group=group)
-        self.create_tracked_service(KeyFrameState, self.params["split.keyframe_state_service"],
+        self.create_tracked_service(KeyFrameState, self.settings.split.keyframe_state_service,
                                     "key-frame state service", self._on_state,
                                     callback_group=group)
-        self.episode_pub.publish(episode_msg(self, self.episode_id, "", "startup"))
+        self.episode_pub.publish(episode_msg(self, self.episode.episode_id, "", "startup"))
 
     def release(self) -> None:
         if self.publisher is not None:
             self.publisher.destroy()
         if self.episode_pub is not None:
             self.destroy_lifecycle_publisher(self.episode_pub)
-        self.tracker = self.publisher = self.episode_pub = self.camera = None
+        self.episode = self.publisher = self.episode_pub = self.camera = None
 
     def health_items(self) -> list[HealthItem]:
-        if self.camera is None or self.tracker is None:
+        if self.camera is None or self.episode is None:
             return []
         return [self.camera.health(self.get_fully_qualified_name(), self.state == "active",
-                                   self.tracker.n_keyframes, self.thresholds)]
+                                   self.episode.tracker.n_keyframes, self.thresholds)]
 
     # -- callbacks ------------------------------------------------------------------------------
     def _offer(self, stamp_s: float) -> bool:
-        tracker = self.tracker
-        return tracker is not None and tracker.offer(stamp_s)
+        episode = self.episode
+        return episode is not None and episode.tracker.offer(stamp_s)
 
     def _on_frame(self, image, stamp_s: float, index: int, frame_id: str) -> None:  # type: ignore[no-untyped-def]
         with self._lock:
-            if self.tracker is None or self.publisher is None:
+            episode, publisher = self.episode, self.publisher
+            if episode is None or publisher is None:
                 return
-            if self.budget is not None and self.budget.spent(self.tracker.n_keyframes, stamp_s):
-                self._new_episode("budget")
-            event = self.tracker.push_sampled(Frame(image, stamp_s, index, frame_id))
+            event, change = episode.push_sampled(Frame(image, stamp_s, index, frame_id))
+            if change is not None:
+                self._announce(change)
             if event is not None:
-                self.publisher.publish(event, self.episode_id)
+                publisher.publish(event, episode.episode_id)
 
-    def _new_episode(self, reason: str) -> None:
-        """Start a new episode (lock held) and announce it."""
-        assert self.tracker is not None
-        old = self.episode_id
-        self.tracker.reset()
-        if self.budget is not None:
-            self.budget.restart()
-        self.episode_id = new_episode_id()
-        self.episode_pub.publish(episode_msg(self, self.episode_id, old, reason))
-        self.get_logger().info(f"new episode {self.episode_id} ({reason})")
+    def _announce(self, change: EpisodeChange) -> None:
+        """Announce a new episode (lock held)."""
+        self.episode_pub.publish(episode_msg(self, change.new, change.old, change.reason))
+        self.get_logger().info(f"new episode {change.new} ({change.reason})")
 
     def _on_state(self, request: KeyFrameState.Request,
                   response: KeyFrameState.Response) -> KeyFrameState.Response:
         with self._lock:
-            tracker, publisher = self.tracker, self.publisher
-            if tracker is None or publisher is None:
+            episode, publisher = self.episode, self.publisher
+            if episode is None or publisher is None:
                 response.success, response.message = False, "the key-frame node is not active"
                 return response
-            if request.capture_current_view and self.params["qa.include_current_view"]:
+            tracker = episode.tracker
+            if request.capture_current_view and self.settings.qa.include_current_view:
                 event = tracker.force_current()
                 if event is not None:
-                    publisher.publish(event, self.episode_id)
+                    publisher.publish(event, episode.episode_id)
             response.success = True
-            response.episode_id = self.episode_id
+            response.episode_id = episode.episode_id
             response.last_keyframe_index = tracker.last_keyframe_index
             response.frames_received = tracker.n_received
             response.frames_sampled = tracker.n_sampled
@@ -129,13 +119,14 @@ class KeyFrameNode(ManagedNode):
 
     def _on_reset(self, _req: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         with self._lock:
-            if self.tracker is None:
+            if self.episode is None:
                 response.success, response.message = False, "the key-frame node is not active"
                 return response
             if self.camera is not None:
                 self.camera.reset()
-            self._new_episode("reset")
-        response.success, response.message = True, f"new episode {self.episode_id}"
+            change = self.episode.new_episode("reset")
+            self._announce(change)
+        response.success, response.message = True, f"new episode {change.new}"
         return response
 
 

@@ -22,14 +22,14 @@ from typing import Any
 
 from rclpy.callback_groups import ReentrantCallbackGroup
 
+from embodied_r_ros.client import call_service
 from embodied_r_ros.core.backends.factory import make_perceiver
 from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.errors import ConfigError, EmbodiedRError
 from embodied_r_ros.core.health import HealthItem
-from embodied_r_ros.core.parameters import model_spec_dict
 from embodied_r_ros.core.perception.worker import PerceptionJob, PerceptionWorker
-from embodied_r_ros.core.pipeline import generation_settings
 from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
+from embodied_r_ros.core.settings import Settings
 from embodied_r_ros.core.types import FrameDescription
 from embodied_r_ros.msg import Episode
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
@@ -60,22 +60,22 @@ class PerceptionNode(ManagedNode):
         self.drops: Counter[str] = Counter()
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def configure_node(self, params: dict[str, Any]) -> None:
-        if params["perception.mode"] != "streaming":
+    def configure_node(self, settings: Settings) -> None:
+        if settings.perception.mode != "streaming":
             raise ConfigError("perception.mode 'on_query' needs the question at perception "
                               "time and is served by the embedded node (embodied_r_node); "
                               "the split graph supports 'streaming'")
-        prompts = load_prompt_set(params["prompts.file"])
-        self.get_logger().info(f"loading perception model {params['perception.backend']}:"
-                               f"{params['perception.model'] or '<unset>'}")
-        perceiver = make_perceiver(ModelSpec.from_dict(model_spec_dict(params, "perception")))
-        self.odometry = OdometryInput(self, params) if params["perception.use_odometry"] else None
+        prompts = load_prompt_set(settings.prompts.file)
+        self.get_logger().info(f"loading perception model {settings.perception.backend}:"
+                               f"{settings.perception.model or '<unset>'}")
+        perceiver = make_perceiver(ModelSpec.from_dict(settings.perception.spec_dict()))
+        self.odometry = OdometryInput(self, settings) if settings.perception.use_odometry else None
         self.publisher = self.create_lifecycle_publisher(
-            FrameDescriptionMsg, params["topics.descriptions"], DESCRIPTION_QOS)
+            FrameDescriptionMsg, settings.topics.descriptions, DESCRIPTION_QOS)
         self.worker = PerceptionWorker(
-            perceiver, None, settings=generation_settings(params, "perception"),
+            perceiver, None, settings=settings.perception.generation(),
             motion_source=self.odometry.motion_label if self.odometry else None,
-            on_description=self._publish, max_queue=params["perception.max_queue"],
+            on_description=self._publish, max_queue=settings.perception.max_queue,
             episode_id="", prompts=prompts)
 
     def activate_node(self) -> None:
@@ -88,11 +88,11 @@ class PerceptionNode(ManagedNode):
         if self.odometry is not None:
             self.entity(self.odometry.subscribe(self.tracked))
         self.described_client = self.entity(self.create_client(
-            DescribedFrames, self.params["split.described_service"], callback_group=group))
-        self.entity(self.create_subscription(Episode, self.params["topics.episode"],
+            DescribedFrames, self.settings.split.described_service, callback_group=group))
+        self.entity(self.create_subscription(Episode, self.settings.topics.episode,
                                              self.tracked("episode", self._on_episode),
                                              EPISODE_QOS, callback_group=group))
-        self.entity(self.create_subscription(KeyFrameMsg, self.params["topics.keyframes"],
+        self.entity(self.create_subscription(KeyFrameMsg, self.settings.topics.keyframes,
                                              self.tracked("key frame", self._on_keyframe),
                                              KEYFRAME_QOS, callback_group=group))
         threading.Thread(target=self._sync_with_reasoning, name="perception-sync",
@@ -115,7 +115,7 @@ class PerceptionNode(ManagedNode):
         worker = self.worker
         if worker is None:
             return []
-        item = worker.health(self.get_fully_qualified_name(), self.params["perception.model"],
+        item = worker.health(self.get_fully_qualified_name(), self.settings.perception.model,
                              True, self.thresholds)
         item.values.update({f"dropped: {k}": str(v) for k, v in sorted(self.drops.items())})
         item.values["skipped (described before a restart)"] = str(self.skipped)
@@ -137,7 +137,7 @@ class PerceptionNode(ManagedNode):
                 self.guard.wrap("key frame", self._handle)(msg)
 
     def _ask_what_is_described(self) -> None:
-        timeout = self.params["split.peer_timeout_s"]
+        timeout = self.settings.split.peer_timeout_s
         deadline = time.monotonic() + timeout
         episode = ""
         while time.monotonic() < deadline and not episode:
@@ -146,16 +146,11 @@ class PerceptionNode(ManagedNode):
             episode = held[0].episode_id if held else (self.worker.episode_id if self.worker else "")
             if not episode:
                 time.sleep(0.05)
-        if not episode or not self.described_client.wait_for_service(
-                timeout_sec=max(0.0, deadline - time.monotonic())):
+        if not episode:
             return
-        done = threading.Event()
-        future = self.described_client.call_async(DescribedFrames.Request(episode_id=episode))
-        future.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout=max(0.1, deadline - time.monotonic())) or not future.result():
-            return
-        reply = future.result()
-        if reply.known_episode:
+        reply = call_service(self.described_client, DescribedFrames.Request(episode_id=episode),
+                             max(0.1, deadline - time.monotonic()))
+        if reply is not None and reply.known_episode:
             with self._lock:
                 self._known[episode] = set(int(i) for i in reply.keyframe_indices)
             self.get_logger().info(

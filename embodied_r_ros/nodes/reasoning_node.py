@@ -27,28 +27,24 @@ from lifecycle_msgs.msg import State
 from lifecycle_msgs.srv import GetState
 from rclpy.callback_groups import ReentrantCallbackGroup
 
+from embodied_r_ros.client import call_service
 from embodied_r_ros.core.backends.factory import make_reasoner
 from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.errors import (
     CancelledError,
     EpisodeResetError,
-    InvalidRequestError,
     KeyFramesUnavailableError,
-    NoKeyFramesError,
     PerceptionError,
 )
 from embodied_r_ros.core.health import ERROR, HealthItem
 from embodied_r_ros.core.memory.episode import EpisodeMemory
-from embodied_r_ros.core.parameters import model_spec_dict
 from embodied_r_ros.core.perception.progress import ProcessedFrames
-from embodied_r_ros.core.pipeline import generation_settings, make_self_check
+from embodied_r_ros.core.pipeline import make_self_check
 from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
-from embodied_r_ros.core.prompts.reasoning import format_question
 from embodied_r_ros.core.qa.answerer import AnswerResult, QuestionAnswerer
-from embodied_r_ros.core.qa.description_wait import collect_descriptions
-from embodied_r_ros.core.qa.limits import QuestionLimits, check_request
+from embodied_r_ros.core.qa.flow import CurrentView, DescriptionSource, QuestionFlow
 from embodied_r_ros.core.qa.queue import QuestionQueue, Ticket
-from embodied_r_ros.core.types import TimingInfo
+from embodied_r_ros.core.settings import Settings
 from embodied_r_ros.msg import Episode, NodeStatus
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
 from embodied_r_ros.nodes.common.conversions import msg_to_description
@@ -66,20 +62,6 @@ class EpisodeStore:
     progress: ProcessedFrames = field(default_factory=ProcessedFrames)
 
 
-def call_service(client: Any, request: Any, timeout_s: float) -> Any | None:
-    """Call a service and wait at most `timeout_s` (None when unavailable or late)."""
-    deadline = time.monotonic() + timeout_s
-    if not client.wait_for_service(timeout_sec=max(0.0, timeout_s)):
-        return None
-    done = threading.Event()
-    future = client.call_async(request)
-    future.add_done_callback(lambda _f: done.set())
-    if not done.wait(timeout=max(0.0, deadline - time.monotonic())):
-        future.cancel()
-        return None
-    return future.result()
-
-
 class ReasoningNode(ManagedNode):
     PARAMETER_GROUPS = ("reasoning", "prompts", "episode", "keyframes.max_keyframes", "qa", "topics", "services",
                         "split", "perception.model", "perception.mode", "camera.topic")
@@ -88,6 +70,7 @@ class ReasoningNode(ManagedNode):
     def __init__(self, name: str = "reasoning") -> None:
         super().__init__(name)
         self.answerer: QuestionAnswerer | None = None
+        self.flow: QuestionFlow | None = None
         self.judge: Any = None
         self.questions_queue: QuestionQueue | None = None
         self.questions: QuestionServer | None = None
@@ -100,38 +83,40 @@ class ReasoningNode(ManagedNode):
                                     self.get_parameter("services.status").value)
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def configure_node(self, params: dict[str, Any]) -> None:
-        self.executor_threads = params["qa.max_waiting_questions"] + 6
-        self.get_logger().info(f"loading reasoning model {params['reasoning.backend']}:"
-                               f"{params['reasoning.model'] or '<unset>'}")
-        prompts = load_prompt_set(params["prompts.file"])
-        reasoner = make_reasoner(ModelSpec.from_dict(model_spec_dict(params, "reasoning")))
-        self.judge = make_self_check(params, reasoner)
-        self.answerer = QuestionAnswerer(reasoner, generation_settings(params, "reasoning"),
-                                         max_keyframes=params["keyframes.max_keyframes"],
+    def configure_node(self, settings: Settings) -> None:
+        self.executor_threads = settings.qa.max_waiting_questions + 6
+        self.get_logger().info(f"loading reasoning model {settings.reasoning.backend}:"
+                               f"{settings.reasoning.model or '<unset>'}")
+        prompts = load_prompt_set(settings.prompts.file)
+        reasoner = make_reasoner(ModelSpec.from_dict(settings.reasoning.spec_dict()))
+        self.judge = make_self_check(settings, reasoner)
+        self.answerer = QuestionAnswerer(reasoner, settings.reasoning.generation(),
+                                         max_keyframes=settings.keyframes.max_keyframes,
                                          prompts=prompts, self_check=self.judge)
-        self.questions_queue = QuestionQueue(params["qa.default_timeout_s"],
-                                             max_waiting=params["qa.max_waiting_questions"])
+        self.questions_queue = QuestionQueue(settings.qa.default_timeout_s,
+                                             max_waiting=settings.qa.max_waiting_questions)
+        self.flow = QuestionFlow(self, self.answerer, self.questions_queue, settings.qa,
+                                 settings.camera.topic)
         self.questions = QuestionServer(
-            self, self.ask, self.questions_queue, service_name=params["services.ask"],
-            action_name=params["services.answer_action"], answers_topic=params["topics.answers"])
+            self, self.ask, self.questions_queue, service_name=settings.services.ask,
+            action_name=settings.services.answer_action, answers_topic=settings.topics.answers)
 
     def activate_node(self) -> None:
         assert self.questions is not None
         group = ReentrantCallbackGroup()
-        params = self.params
+        settings = self.settings
         self.state_client = self.entity(self.create_client(
-            KeyFrameState, params["split.keyframe_state_service"], callback_group=group))
+            KeyFrameState, settings.split.keyframe_state_service, callback_group=group))
         self.perception_state = self.entity(self.create_client(
-            GetState, f"{params['split.perception_node']}/get_state", callback_group=group))
+            GetState, f"{settings.split.perception_node}/get_state", callback_group=group))
         self.entity(self.create_subscription(
-            FrameDescriptionMsg, params["topics.descriptions"],
+            FrameDescriptionMsg, settings.topics.descriptions,
             self.tracked("description", self._on_description), DESCRIPTION_QOS,
             callback_group=group))
         self.entity(self.create_subscription(
-            Episode, params["topics.episode"], self.tracked("episode", self._on_episode),
+            Episode, settings.topics.episode, self.tracked("episode", self._on_episode),
             EPISODE_QOS, callback_group=group))
-        self.create_tracked_service(DescribedFrames, params["split.described_service"],
+        self.create_tracked_service(DescribedFrames, settings.split.described_service,
                                     "described-frames service", self._on_described,
                                     callback_group=group)
         self.questions.serve()
@@ -149,7 +134,7 @@ class ReasoningNode(ManagedNode):
             self.questions.destroy()
         if self.questions_queue is not None:
             self.questions_queue.close()
-        self.answerer = self.questions = self.questions_queue = None
+        self.answerer = self.flow = self.questions = self.questions_queue = None
         with self._lock:
             self._stores.clear()
             self._current_episode = ""
@@ -160,11 +145,10 @@ class ReasoningNode(ManagedNode):
         with self._lock:
             store = self._stores.get(episode_id)
             if store is None:
-                window = (self.params["episode.max_keyframes"]
-                          if self.params["episode.policy"] == "window" else 0)
-                store = self._stores[episode_id] = EpisodeStore(EpisodeMemory(episode_id, window))
+                store = self._stores[episode_id] = EpisodeStore(
+                    EpisodeMemory(episode_id, self.settings.episode.window))
             self._stores.move_to_end(episode_id)
-            while len(self._stores) > self.params["split.episodes_kept"]:
+            while len(self._stores) > self.settings.split.episodes_kept:
                 self._stores.popitem(last=False)
             return store
 
@@ -211,9 +195,9 @@ class ReasoningNode(ManagedNode):
         now = time.monotonic()
         if now - self._peer_checked >= self.LIVENESS_PERIOD_S:
             self._peer_checked = now
-            name = self.params["split.perception_node"]
+            name = self.settings.split.perception_node
             reply = call_service(self.perception_state, GetState.Request(),
-                                 self.params["split.peer_timeout_s"])
+                                 self.settings.split.peer_timeout_s)
             if reply is None:
                 self._peer_error = (f"the perception node {name!r} does not answer (not "
                                     "running?); start perception_node, or use the embedded "
@@ -229,7 +213,7 @@ class ReasoningNode(ManagedNode):
     def _keyframe_state(self, capture: bool, timeout_s: float) -> KeyFrameState.Response:
         reply = call_service(self.state_client, KeyFrameState.Request(capture_current_view=capture),
                              timeout_s)
-        name = self.params["split.keyframe_node"]
+        name = self.settings.split.keyframe_node
         if reply is None:
             raise KeyFramesUnavailableError(
                 f"the key-frame node {name!r} does not answer (not running?); start "
@@ -238,71 +222,51 @@ class ReasoningNode(ManagedNode):
             raise KeyFramesUnavailableError(f"the key-frame node {name!r}: {reply.message}")
         return reply
 
-    # -- questions ------------------------------------------------------------------------------
+    # -- questions (EpisodeAccess for core.qa.flow) --------------------------------------------
     def ask(self, question: str, choices: Sequence[str], *, timeout_s: float,
             on_text: Callable[[str], None] | None = None,
             on_stage: Callable[[str], None] | None = None,
             should_stop: Callable[[], bool] | None = None,
             ticket: Ticket | None = None) -> AnswerResult:
-        queue, answerer = self.questions_queue, self.answerer
-        if queue is None or answerer is None:
+        flow = self.flow
+        if flow is None:
             return AnswerResult.failure(CancelledError("the reasoning node is not active"))
-        try:
-            check_request(question, list(choices), QuestionLimits.from_params(self.params),
-                          getattr(answerer.reasoner, "count_text_tokens", None))
-        except InvalidRequestError as exc:
-            if ticket is not None:
-                queue.release(ticket)
-            return AnswerResult.failure(exc)
+        return flow.ask(question, choices, timeout_s=timeout_s, on_text=on_text,
+                        on_stage=on_stage, should_stop=should_stop, ticket=ticket)
 
-        def handle(deadline: float, timing: TimingInfo, tk: Ticket) -> AnswerResult:
-            question_text = format_question(question, list(choices) or None)
-            timeout = min(self.params["split.peer_timeout_s"], max(0.1, deadline - time.monotonic()))
-            state = self._keyframe_state(True, timeout)
-            episode, last = state.episode_id, state.last_keyframe_index
-            tk.episode_id = episode
-            if last < 0:
-                raise NoKeyFramesError("no camera frame has been received in this episode; "
-                                       f"check that images arrive on {self.params['camera.topic']}")
-            if on_stage is not None:
-                on_stage("waiting_for_perception")
-            start = time.monotonic()
-            store = self._store(episode)
-            collected = collect_descriptions(
-                store.progress, store.memory, episode_id=episode, last_index=last,
-                deadline=deadline, should_stop=tk.should_stop, interrupted=tk.check,
-                check_alive=self._check_perception)
-            timing.perception_s = time.monotonic() - start
-            if on_stage is not None:
-                on_stage("reasoning")
-            result = answerer.answer(question_text, collected.descriptions, episode_id=episode,
-                                     deadline=deadline, on_text=on_text,
-                                     should_stop=tk.should_stop, timing=timing)
-            if result.success:
-                result.message += collected.note()
-            return result
+    def admission_episode(self) -> str:
+        return ""  # only the key-frame node's current view tells the episode
 
-        return queue.run(handle, timeout_s=timeout_s, ticket=ticket, should_stop=should_stop)
+    def bind_current_view(self, deadline: float) -> CurrentView:
+        timeout = min(self.settings.split.peer_timeout_s, max(0.1, deadline - time.monotonic()))
+        state = self._keyframe_state(True, timeout)
+        return CurrentView(state.episode_id, state.last_keyframe_index)
+
+    def description_source(self, episode_id: str) -> DescriptionSource:
+        store = self._store(episode_id)
+        return DescriptionSource(store.progress, store.memory, check_alive=self._check_perception)
+
+    def episode_is_current(self, episode_id: str) -> bool:
+        # A new episode announced on topics.episode interrupts the question at once
+        # (`_on_episode`), so an answer that completes belongs to a current episode.
+        return True
 
     def health_items(self) -> list[HealthItem]:
         if self.questions is None:
             return []
-        item = self.questions.health(self.params["reasoning.model"], self.answerer is not None)
+        item = self.questions.health(self.settings.reasoning.model, self.answerer is not None)
         if self._peer_error:
             item.raise_to(ERROR, self._peer_error)
         return [item]
 
     # -- status ---------------------------------------------------------------------------------
     def _fill_status(self, status: NodeStatus) -> None:
-        params = self.params or {}
-        status.perception_model = params.get("perception.model", "")
-        status.reasoning_model = params.get("reasoning.model", "")
-        status.perception_mode = params.get("perception.mode", "")
+        self.fill_model_status(status)
         status.reasoning_ready = self.answerer is not None
         if self.state != "active":
             return
         try:
-            state = self._keyframe_state(False, params["split.peer_timeout_s"])
+            state = self._keyframe_state(False, self.settings.split.peer_timeout_s)
             status.keyframe_node_alive = True
             status.episode_id = state.episode_id
             status.frames_received = state.frames_received

@@ -172,7 +172,7 @@ def write_video_pyav(
     `display_matrix` (nine 16.16 fixed-point ints) stores rotation metadata, which OpenCV
     applies when reading and PyAV does not. `pix_fmt` e.g. "yuv420p10le" for 10-bit;
     `colorspace` an AVColorSpace number to tag (1 = BT.709)."""
-    import av  # noqa: PLC0415 - only the clips that need PyAV import it
+    import av  # only the clips that need PyAV import it
 
     encoder, options, _ = PYAV_CODECS[codec]
     path = Path(path)

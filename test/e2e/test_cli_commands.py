@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.env import REPO_ROOT, fresh_ros_domain
 
 from embodied_r_ros.core.errors import ErrorCode
 from embodied_r_ros.replay import SpinningClient
 from embodied_r_ros.sample_data.bag_io import read_image_bag
+
+from helpers.env import REPO_ROOT, fresh_ros_domain
 
 REPO = REPO_ROOT
 PARAMS = REPO / "config" / "embodied_r.yaml"

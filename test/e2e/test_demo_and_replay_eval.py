@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from helpers.env import REPO_ROOT, fresh_ros_domain
-
 from embodied_r_ros import demo, replay_eval
 from embodied_r_ros.sample_data.cli import main as make_sample
+
+from helpers.env import REPO_ROOT, fresh_ros_domain
 
 
 def _link_tiny(tmp_path: Path, tiny_models) -> Path:  # type: ignore[no-untyped-def]

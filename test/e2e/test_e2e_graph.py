@@ -12,13 +12,14 @@ import re
 import time
 
 import pytest
-from helpers.env import fresh_ros_domain
-from helpers.graph_helpers import PARAMS, bag_frames, tiny_overrides
 
 from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.errors import ErrorCode
 from embodied_r_ros.graph_processes import GraphProcesses
 from embodied_r_ros.replay import QuestionItem, SpinningClient, load_questions
+
+from helpers.env import fresh_ros_domain
+from helpers.graph_helpers import PARAMS, bag_frames, tiny_overrides
 
 FRAME_LINE = re.compile(r"^Frame (\d+): ", re.MULTILINE)
 

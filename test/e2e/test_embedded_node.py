@@ -9,7 +9,6 @@ import time
 
 import pytest
 from action_msgs.msg import GoalStatus
-from helpers.env import REPO_ROOT, fresh_ros_domain
 from rclpy.action import ActionClient
 
 from embodied_r_ros.action import AnswerSpatial
@@ -17,6 +16,8 @@ from embodied_r_ros.core.errors import ErrorCode
 from embodied_r_ros.graph_processes import GraphProcesses
 from embodied_r_ros.replay import QuestionItem, SpinningClient
 from embodied_r_ros.sample_data.bag_io import read_image_bag, read_odometry
+
+from helpers.env import REPO_ROOT, fresh_ros_domain
 
 REPO = REPO_ROOT
 PARAMS = REPO / "config" / "embodied_r.yaml"

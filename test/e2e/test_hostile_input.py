@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray
-from helpers.env import fresh_ros_domain
-from helpers.graph_helpers import PARAMS, tiny_overrides, wait_for
 from lifecycle_msgs.srv import GetState
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
@@ -23,6 +21,9 @@ from embodied_r_ros.core.errors import ErrorCode
 from embodied_r_ros.graph_processes import GraphProcesses
 from embodied_r_ros.msg import KeyFrame
 from embodied_r_ros.nodes.common.qos import KEYFRAME_QOS
+
+from helpers.env import fresh_ros_domain
+from helpers.graph_helpers import PARAMS, tiny_overrides, wait_for
 
 HOSTILE = {"camera.reliability": "reliable", "diagnostics.period_s": 0.5}
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)

@@ -9,8 +9,6 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from helpers.env import fresh_ros_domain
-from helpers.graph_helpers import PARAMS, long_generation, tiny_overrides, wait_for
 from lifecycle_msgs.msg import Transition
 from lifecycle_msgs.srv import ChangeState, GetState
 from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
@@ -20,6 +18,9 @@ from sensor_msgs.msg import Image
 from embodied_r_ros.client import GraphClient, spinning, wait_future
 from embodied_r_ros.core.errors import ErrorCode
 from embodied_r_ros.graph_processes import GraphProcesses
+
+from helpers.env import fresh_ros_domain
+from helpers.graph_helpers import PARAMS, long_generation, tiny_overrides, wait_for
 
 
 class Driver(GraphClient):

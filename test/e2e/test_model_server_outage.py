@@ -9,13 +9,13 @@ from __future__ import annotations
 import signal
 import time
 
-from helpers.env import fresh_ros_domain
-from helpers.graph_helpers import PARAMS, bag_frames, wait_for
-from helpers.servers import transformers_serve
-
 from embodied_r_ros.core.errors import ErrorCode
 from embodied_r_ros.graph_processes import GraphProcesses
 from embodied_r_ros.replay import SpinningClient
+
+from helpers.env import fresh_ros_domain
+from helpers.graph_helpers import PARAMS, bag_frames, wait_for
+from helpers.servers import transformers_serve
 
 
 def test_stalled_server_gives_typed_timeouts_then_recovers(tiny_models, sample_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]

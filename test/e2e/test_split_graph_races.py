@@ -8,13 +8,14 @@ import threading
 import time
 
 from action_msgs.msg import GoalStatus
-from helpers.env import fresh_ros_domain
-from helpers.graph_helpers import PARAMS, bag_frames, long_generation, tiny_overrides, wait_for
 
 from embodied_r_ros.action import AnswerSpatial
 from embodied_r_ros.core.errors import ErrorCode
 from embodied_r_ros.graph_processes import GraphProcesses
 from embodied_r_ros.replay import SpinningClient
+
+from helpers.env import fresh_ros_domain
+from helpers.graph_helpers import PARAMS, bag_frames, long_generation, tiny_overrides, wait_for
 
 
 def overrides(tiny_models, *, slow_perception: bool = False, slow_reasoning: bool = False,

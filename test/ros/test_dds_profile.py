@@ -5,9 +5,10 @@ benchmark bench/bench_dds_images.py prints both numbers)."""
 from __future__ import annotations
 
 import pytest
-from helpers.env import REPO_ROOT, fresh_ros_domain
 
 from bench.bench_dds_images import PROFILE, measure
+
+from helpers.env import REPO_ROOT, fresh_ros_domain
 
 pytestmark = pytest.mark.slow  # trains, builds or pushes long loads
 

@@ -23,8 +23,6 @@ from typing import Any
 
 import pytest
 from action_msgs.msg import GoalStatus
-from helpers.env import fresh_ros_domain
-from helpers.graph_helpers import wait_for
 from rclpy.action.server import ActionServer
 from rclpy.service import Service
 
@@ -34,6 +32,9 @@ from embodied_r_ros.core.qa.answerer import AnswerResult
 from embodied_r_ros.core.qa.queue import QuestionQueue, Ticket
 from embodied_r_ros.nodes.common.managed_node import ManagedNode
 from embodied_r_ros.nodes.common.question_server import QuestionServer
+
+from helpers.env import fresh_ros_domain
+from helpers.graph_helpers import wait_for
 
 SEND_DELAY_S = 0.5
 

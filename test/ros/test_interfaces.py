@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers.env import REPO_ROOT
 
 from embodied_r_ros.core.errors import ErrorCode
+
+from helpers.env import REPO_ROOT
 
 REPO = REPO_ROOT
 CONSTANT = re.compile(r"^uint8 ([A-Z_]+)=(\d+)\s*$", re.MULTILINE)

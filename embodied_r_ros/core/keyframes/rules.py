@@ -56,6 +56,7 @@ key frame and leaves the selector's state unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -68,6 +69,7 @@ import numpy as np
 from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.keyframes.matching import cross_checked_matches
 from embodied_r_ros.core.keyframes.overlap import overlap_fraction, project_corners
+from embodied_r_ros.core.settings import KeyFrameSettings
 
 LOG = logging.getLogger("embodied_r_ros.keyframes")
 
@@ -145,6 +147,11 @@ class KeyFrameParams:
                 f"{self.ransac_reproj_threshold!r}"
             )
         _check_counts(self.min_keyframes, self.max_keyframes)
+
+    @classmethod
+    def from_settings(cls, keyframes: KeyFrameSettings) -> KeyFrameParams:
+        """The selector's share of the `keyframes.*` parameters."""
+        return cls(**{f.name: getattr(keyframes, f.name) for f in dataclasses.fields(cls)})
 
 
 def _check_counts(min_keyframes: object, max_keyframes: object) -> None:

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 
 class StampClock:
@@ -75,33 +74,3 @@ class StampClock:
         if self._repeats >= self.frozen_after or (self._repeats and self._in_fallback):
             return f"header stamp {stamp_s:.3f} repeated {self._repeats + 1} times (frozen clock)"
         return ""
-
-
-class EpisodeBudget:
-    """episode.policy 'restart': whether the current episode has used up its budget of
-    key frames (`max_keyframes`) or of stream time (`max_duration_s`, 0 = none). Shared by
-    the embedded pipeline and the split graph's key-frame node."""
-
-    def __init__(self, policy: str, max_keyframes: int, max_duration_s: float) -> None:
-        self.enabled = policy == "restart"
-        self.max_keyframes = max_keyframes
-        self.max_duration_s = max_duration_s
-        self._start_s: float | None = None
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> EpisodeBudget:
-        return cls(params["episode.policy"], params["episode.max_keyframes"],
-                   params["episode.max_duration_s"])
-
-    def spent(self, keyframes: int, stamp_s: float) -> bool:
-        """Call with each sampled frame's stream time before it is examined."""
-        if not self.enabled:
-            return False
-        if self._start_s is None:
-            self._start_s = stamp_s
-        return keyframes >= self.max_keyframes or (
-            self.max_duration_s > 0 and stamp_s - self._start_s >= self.max_duration_s)
-
-    def restart(self) -> None:
-        """A new episode began: the time budget counts from its first frame."""
-        self._start_s = None

@@ -23,7 +23,6 @@ from embodied_r_ros.core.errors import PerceptionError
 from embodied_r_ros.core.health import (
     EventWindow,
     HealthItem,
-    HealthThresholds,
     LatencyStats,
     perception_item,
 )
@@ -32,6 +31,7 @@ from embodied_r_ros.core.perception.parser import parse_frame_description
 from embodied_r_ros.core.perception.progress import ProcessedFrames
 from embodied_r_ros.core.prompts.perception import first_frame_prompt, pair_prompt
 from embodied_r_ros.core.prompts.prompt_set import PromptSet
+from embodied_r_ros.core.settings import DiagnosticsSettings
 from embodied_r_ros.core.types import FrameDescription, GenerationSettings
 
 LOG = logging.getLogger("embodied_r_ros.perception")
@@ -183,7 +183,7 @@ class PerceptionWorker:
         with self._cond:
             return len(self._jobs) + (1 if self._busy else 0)
 
-    def health(self, node: str, model: str, ready: bool, thresholds: HealthThresholds) -> HealthItem:
+    def health(self, node: str, model: str, ready: bool, thresholds: DiagnosticsSettings) -> HealthItem:
         return perception_item(node, model=model, ready=ready, pending=self.pending(),
                                max_queue=self.max_queue, described=self.described,
                                failed=self.failed, dropped=self.dropped,

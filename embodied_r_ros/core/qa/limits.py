@@ -23,46 +23,35 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.prompts.reasoning import OPTION_LETTERS
+from embodied_r_ros.core.settings import QASettings
 
 _MARKER = re.compile(r"(?:^|\s)\(?[A-H]\s*[.):]\s", re.IGNORECASE)
 _OWN = re.compile(r"^\s*\(?([A-H])\s*[.):]\s*")
-
-
-@dataclass(frozen=True)
-class QuestionLimits:
-    max_chars: int = 2000
-    max_tokens: int = 512
-    max_choice_chars: int = 200
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> QuestionLimits:
-        return cls(params["qa.max_question_chars"], params["qa.max_question_tokens"],
-                   params["qa.max_choice_chars"])
 
 
 def estimated_tokens(text: str) -> int:
     return math.ceil(len(text) / 3)
 
 
-def check_request(question: str, choices: Sequence[str], limits: QuestionLimits,
+def check_request(question: str, choices: Sequence[str], limits: QASettings,
                   count_tokens: Callable[[str], int] | None = None) -> None:
     """Raise InvalidRequestError when the request breaks a limit (module docstring)."""
     if not isinstance(question, str) or not question.strip():
         raise InvalidRequestError("the question is empty; send the question text (choices "
                                   "are optional)")
-    if len(question) > limits.max_chars:
+    if len(question) > limits.max_question_chars:
         raise InvalidRequestError(f"the question has {len(question)} characters; at most "
-                                  f"{limits.max_chars} are accepted (qa.max_question_chars)")
+                                  f"{limits.max_question_chars} are accepted "
+                                  "(qa.max_question_chars)")
     tokens = count_tokens(question) if count_tokens is not None else estimated_tokens(question)
-    if tokens > limits.max_tokens:
+    if tokens > limits.max_question_tokens:
         raise InvalidRequestError(f"the question is {tokens} tokens long; at most "
-                                  f"{limits.max_tokens} are accepted (qa.max_question_tokens)")
+                                  f"{limits.max_question_tokens} are accepted "
+                                  "(qa.max_question_tokens)")
     if len(choices) > len(OPTION_LETTERS):
         raise InvalidRequestError(f"{len(choices)} choices given; at most "
                                   f"{len(OPTION_LETTERS)} (A-H) are supported")

@@ -596,12 +596,12 @@ class PyAVReader(SampledReader):
     @staticmethod
     def _av():
         try:
-            import av  # noqa: PLC0415 - optional at import time, required for this strategy
+            import av  # optional at import time, required for this strategy
         except ImportError as exc:
             raise FastDecodeUnavailable(f"PyAV is not installed ({exc})") from exc
         return av
 
-    def _open(self, av):  # noqa: ANN001, ANN205
+    def _open(self, av):
         try:
             container = av.open(self.info.path)
         except Exception as exc:  # noqa: BLE001 - any open failure means: use OpenCV
@@ -611,7 +611,7 @@ class PyAVReader(SampledReader):
             raise FastDecodeUnavailable("no video stream")
         return container
 
-    def _plan(self, av) -> _Plan:  # noqa: ANN001
+    def _plan(self, av) -> _Plan:
         container = self._open(av)
         try:
             stream = container.streams.video[0]
@@ -839,7 +839,7 @@ class PyAVReader(SampledReader):
             board.fail(failed.error)  # the caller's own error, raised as it is
         except FastDecodeUnavailable as exc:
             board.fail(exc)
-        except Exception as exc:  # any decode error: OpenCV decides what that file gives
+        except Exception as exc:  # noqa: BLE001 - any decode error: OpenCV decides what that file gives
             board.fail(FastDecodeUnavailable(f"PyAV decoding failed ({exc})"))
         finally:
             if container is not None:

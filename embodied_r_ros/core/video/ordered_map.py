@@ -71,7 +71,7 @@ def ordered_map(
                     return
                 del value
             put((_END, None))
-        except BaseException as exc:  # handed to the consumer, in order
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, in order
             put((_END, exc))
         finally:
             _close(source)

@@ -21,8 +21,9 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from sensor_msgs.msg import CompressedImage, Image
 
 from embodied_r_ros.core.errors import EmbodiedRError
-from embodied_r_ros.core.health import EventWindow, HealthItem, HealthThresholds, camera_item
+from embodied_r_ros.core.health import EventWindow, HealthItem, camera_item
 from embodied_r_ros.core.keyframes.stamps import StampClock
+from embodied_r_ros.core.settings import DiagnosticsSettings, Settings
 from embodied_r_ros.nodes.common.conversions import image_msg_to_rgb, stamp_to_seconds
 
 # (rgb image, stream time seconds, index of the frame on the topic, frame_id)
@@ -33,10 +34,10 @@ SampleGate = Callable[[float], bool]
 DROP_CAUSES = ("bad_stamp", "undecodable", "rejected")
 
 
-def camera_qos(params: dict[str, Any]) -> QoSProfile:
-    reliability = (ReliabilityPolicy.RELIABLE if params["camera.reliability"] == "reliable"
+def camera_qos(settings: Settings) -> QoSProfile:
+    reliability = (ReliabilityPolicy.RELIABLE if settings.camera.reliability == "reliable"
                    else ReliabilityPolicy.BEST_EFFORT)
-    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=params["camera.depth"],
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=settings.camera.depth,
                       reliability=reliability, durability=DurabilityPolicy.VOLATILE)
 
 
@@ -46,7 +47,7 @@ class CameraInput:
 
     LOG_PERIOD_S = 5.0
 
-    def __init__(self, node: Node, params: dict[str, Any], sample: SampleGate,
+    def __init__(self, node: Node, settings: Settings, sample: SampleGate,
                  handler: FrameHandler,
                  wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]] | None = None
                  ) -> None:
@@ -56,22 +57,22 @@ class CameraInput:
         self.received = 0
         self.sampled = 0
         self.skipped = 0
-        window = params["diagnostics.window_s"]
+        window = settings.diagnostics.window_s
         self.received_window = EventWindow(window)
         self.sampled_window = EventWindow(window)
         self.dropped_window = EventWindow(window)
         self.drops: Counter[str] = Counter()
         self.clock = StampClock()
         self._last_log: dict[str, float] = {}
-        msg_type = CompressedImage if params["camera.compressed"] else Image
-        self.topic = params["camera.topic"]
+        msg_type = CompressedImage if settings.camera.compressed else Image
+        self.topic = settings.camera.topic
         self.subscription = node.create_subscription(
             msg_type, self.topic, wrap("camera", self._on_image) if wrap else self._on_image,
-            camera_qos(params),
+            camera_qos(settings),
             callback_group=MutuallyExclusiveCallbackGroup())
         node.get_logger().info(
             f"listening for {msg_type.__name__} frames on {node.resolve_topic_name(self.topic)} "
-            f"({params['camera.reliability']}, depth {params['camera.depth']})")
+            f"({settings.camera.reliability}, depth {settings.camera.depth})")
 
     def reset(self) -> None:
         self.clock.reset()
@@ -81,7 +82,7 @@ class CameraInput:
         self.dropped_window.add()
 
     def health(self, node: str, active: bool, keyframes: int,
-               thresholds: HealthThresholds) -> HealthItem:
+               thresholds: DiagnosticsSettings) -> HealthItem:
         return camera_item(node, active=active, received=self.received_window,
                            sampled=self.sampled_window, keyframes=keyframes, drops=self.drops,
                            dropped_recent=self.dropped_window.count(), thresholds=thresholds)

@@ -17,7 +17,7 @@
 * cleanup: release the models (GPU memory included) and all state.
 * shutdown: deactivate and clean up as needed, from any state.
 
-Subclasses implement `configure_node(params)`, `activate_node()`, `deactivate_node()` and
+Subclasses implement `configure_node(settings)`, `activate_node()`, `deactivate_node()` and
 `release()`; they register what activate creates with `self.entity(...)` so deactivate can
 destroy it, and create services with `create_tracked_service(...)`.
 """
@@ -37,10 +37,11 @@ from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 
 from embodied_r_ros.core.errors import EmbodiedRError
-from embodied_r_ros.core.health import HealthItem, HealthThresholds, node_item
+from embodied_r_ros.core.health import HealthItem, node_item
+from embodied_r_ros.core.settings import Settings, build_settings
 from embodied_r_ros.nodes.common.diagnostics import DiagnosticsPublisher
 from embodied_r_ros.nodes.common.node_runtime import CallbackGuard, forward_python_logging, lifecycle_state
-from embodied_r_ros.nodes.common.ros_params import declare_parameters, parameter_guard, read_parameters
+from embodied_r_ros.nodes.common.ros_params import declare_parameters, parameter_guard, read_settings
 
 # How long deactivate keeps a service after its last response was sent, so that the
 # response reaches the caller before the service (and its DDS writer) is destroyed.
@@ -71,7 +72,7 @@ class ManagedNode(LifecycleNode):
             self, ("autostart", "diagnostics", *self.PARAMETER_GROUPS))
         self.add_on_set_parameters_callback(
             parameter_guard(self, self.parameter_names, self._parameters_may_change))
-        self.params: dict[str, Any] = {}
+        self.current_settings: Settings | None = None  # built by configure
         self.last_error = ""
         self._entities: list[Any] = []
         self._active_callbacks = 0
@@ -80,8 +81,8 @@ class ManagedNode(LifecycleNode):
         self.executor_threads = 4
         diag = {name: self.get_parameter(name).value for name in self.parameter_names
                 if name.startswith("diagnostics.")}
-        self.thresholds = HealthThresholds.from_params(diag)
-        self.diagnostics = DiagnosticsPublisher(self, diag["diagnostics.period_s"],
+        self.thresholds = build_settings(diag).diagnostics
+        self.diagnostics = DiagnosticsPublisher(self, self.thresholds.period_s,
                                                 self._health_items, self.guard.record)
 
     def health_items(self) -> list[HealthItem]:
@@ -157,6 +158,21 @@ class ManagedNode(LifecycleNode):
             self._active_callbacks -= 1
             self._callbacks_done.notify_all()
 
+    def fill_model_status(self, status: Any) -> None:
+        """The model fields of a NodeStatus message (empty until configured)."""
+        settings = self.current_settings
+        if settings is not None:
+            status.perception_model = settings.perception.model
+            status.reasoning_model = settings.reasoning.model
+            status.perception_mode = settings.perception.mode
+
+    @property
+    def settings(self) -> Settings:
+        """The settings of the last configure (only valid once configured)."""
+        if self.current_settings is None:
+            raise RuntimeError(f"{self.get_name()} is not configured")
+        return self.current_settings
+
     @property
     def state(self) -> str:
         return lifecycle_state(self)
@@ -169,7 +185,7 @@ class ManagedNode(LifecycleNode):
                 f"set {self.get_fully_qualified_name()} deactivate` then `... cleanup`")
 
     # -- to implement ---------------------------------------------------------------------------
-    def configure_node(self, params: dict[str, Any]) -> None:
+    def configure_node(self, settings: Settings) -> None:
         raise NotImplementedError
 
     def activate_node(self) -> None:
@@ -184,8 +200,8 @@ class ManagedNode(LifecycleNode):
     # -- lifecycle callbacks ------------------------------------------------------------------
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
-            self.params = read_parameters(self, self.parameter_names)
-            self.configure_node(self.params)
+            self.current_settings = read_settings(self, self.parameter_names)
+            self.configure_node(self.current_settings)
         except Exception as exc:  # noqa: BLE001 - every failure fails the transition
             code = exc.code.name if isinstance(exc, EmbodiedRError) else type(exc).__name__
             self.last_error = f"configure failed ({code}): {exc}"

@@ -100,7 +100,7 @@ class CallbackGuard:
 
 def lifecycle_state(node: LifecycleNode) -> str:
     """The node's lifecycle state label: unconfigured, inactive, active, finalized."""
-    return str(node._state_machine.current_state[1])  # noqa: SLF001 - no public getter
+    return str(node._state_machine.current_state[1])  # no public getter
 
 
 def limit_malloc_arenas(arenas: int = 2) -> None:

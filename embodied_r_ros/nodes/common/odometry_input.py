@@ -12,6 +12,7 @@ from nav_msgs.msg import Odometry
 from rclpy.node import Node
 
 from embodied_r_ros.core.perception.odometry import PoseHistory, measured_action, pose_from_odometry_msg
+from embodied_r_ros.core.settings import Settings
 
 
 class OdometryInput:
@@ -22,9 +23,9 @@ class OdometryInput:
     # odometry is flowing at all; with none received, the VLM's action is kept at once).
     CATCH_UP_S = 2.0
 
-    def __init__(self, node: Node, params: dict[str, Any], max_age_s: float = 600.0) -> None:
+    def __init__(self, node: Node, settings: Settings, max_age_s: float = 600.0) -> None:
         self.node = node
-        self.topic = params["perception.odometry_topic"]
+        self.topic = settings.perception.odometry_topic
         self.history = PoseHistory(max_age_s=max_age_s)
         self._cond = threading.Condition()
 

@@ -9,7 +9,6 @@ a value of the wrong type or out of range, is refused with the reason.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from rcl_interfaces.msg import (
     FloatingPointRange,
@@ -22,6 +21,7 @@ from rclpy.parameter import Parameter
 
 from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.errors import ConfigError
+from embodied_r_ros.core.settings import Settings, build_settings
 
 
 def _selected(prefixes: Iterable[str]) -> list[cfg.ParamSpec]:
@@ -49,11 +49,11 @@ def declare_parameters(node: Node, prefixes: Iterable[str]) -> list[str]:
     return names
 
 
-def read_parameters(node: Node, names: Iterable[str]) -> dict[str, Any]:
-    """Current values of the declared parameters, validated, with every other table
-    entry at its default. Raises ConfigError naming the bad parameter."""
+def read_settings(node: Node, names: Iterable[str]) -> Settings:
+    """The typed settings from the current values of the declared parameters (every
+    other table entry at its default). Raises ConfigError naming the bad parameter."""
     values = {name: node.get_parameter(name).value for name in names}
-    return cfg.validate(values, source=f"node {node.get_fully_qualified_name()}")
+    return build_settings(values, source=f"node {node.get_fully_qualified_name()}")
 
 
 def parameter_guard(node: Node, names: Iterable[str],

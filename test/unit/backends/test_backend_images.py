@@ -12,7 +12,6 @@ import io
 import cv2
 import numpy as np
 import pytest
-from helpers.env import REPO_ROOT
 from PIL import Image
 
 from embodied_r_ros.core import parameters as cfg
@@ -25,6 +24,9 @@ from embodied_r_ros.core.backends.images import (
 )
 from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.errors import ConfigError, InvalidRequestError
+from embodied_r_ros.core.settings import build_settings
+
+from helpers.env import REPO_ROOT
 
 REPO = REPO_ROOT
 
@@ -146,11 +148,11 @@ def test_training_perception_configs_send_full_resolution_jpeg_q95(name) -> None
 def test_robot_parameters_reach_the_perception_model_spec() -> None:
     params = cfg.load_parameters(REPO / "config" / "embodied_r.yaml",
                                  overrides={"perception.model": "/models/vlm"})
-    spec = ModelSpec.from_dict(cfg.model_spec_dict(params, "perception"))
+    spec = ModelSpec.from_dict(build_settings(params).perception.spec_dict())
     assert spec.image_encoding() == ImageEncoding("jpeg", 95, 640)  # robot default: capped
     params = cfg.validate({"perception.model": "/m", "perception.max_image_side": 0,
                            "perception.image_format": "png", "perception.jpeg_quality": 70})
-    spec = ModelSpec.from_dict(cfg.model_spec_dict(params, "perception"))
+    spec = ModelSpec.from_dict(build_settings(params).perception.spec_dict())
     assert spec.image_encoding() == ImageEncoding("png", 70, 0)
     with pytest.raises(ConfigError, match="perception.image_format"):
         cfg.validate({"perception.image_format": "gif"})

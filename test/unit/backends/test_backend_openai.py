@@ -20,7 +20,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import cv2
 import numpy as np
 import pytest
-from helpers.servers import free_port, transformers_serve
 
 from embodied_r_ros.core.backends.factory import make_perceiver, make_reasoner
 from embodied_r_ros.core.backends.images import from_data_url
@@ -39,6 +38,8 @@ from embodied_r_ros.core.errors import (
     RequestTimeoutError,
 )
 from embodied_r_ros.core.types import GenerationSettings
+
+from helpers.servers import free_port, transformers_serve
 
 GREEDY = GenerationSettings(temperature=0.0, max_new_tokens=10)
 MESSAGES = [

@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.env import REPO_ROOT
 
 from bench.bench_keyframes import pinning_warnings
+
+from helpers.env import REPO_ROOT
 
 REPO = REPO_ROOT
 SCRIPT = REPO / "bench" / "device_benchmarks.sh"

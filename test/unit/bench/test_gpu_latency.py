@@ -13,6 +13,7 @@ import math
 import sys
 
 import pytest
+
 from helpers.env import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "bench" / "gpu_latency.py"

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers.env import REPO_ROOT
 
 from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.errors import ConfigError
+from embodied_r_ros.core.settings import build_settings
+
+from helpers.env import REPO_ROOT
 
 REPO = REPO_ROOT
 YAML = REPO / "config" / "embodied_r.yaml"
@@ -72,11 +74,11 @@ def test_missing_or_broken_file_is_a_config_error(tmp_path: Path) -> None:
         cfg.load_parameters(bad)
 
 
-def test_model_spec_dict_feeds_model_spec() -> None:
+def test_model_settings_feed_model_spec() -> None:
     from embodied_r_ros.core.backends.model_spec import ModelSpec
 
     params = cfg.validate({"reasoning.model": "/m", "reasoning.extra_json": '{"a": 1}'})
-    spec = ModelSpec.from_dict(cfg.model_spec_dict(params, "reasoning"))
+    spec = ModelSpec.from_dict(build_settings(params).reasoning.spec_dict())
     assert spec.model == "/m" and spec.extra == {"a": 1} and spec.temperature == 0.0
 
 

@@ -14,16 +14,17 @@ import time
 
 import numpy as np
 import pytest
-from helpers.scripted_models import CountingPerceiver, ScriptedReasoner, feed
 
-from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.errors import ErrorCode, ModelUnavailableError
 from embodied_r_ros.core.keyframes.rules import KeyFrameParams
 from embodied_r_ros.core.keyframes.tracker import KeyFrameTracker, downscale
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 from embodied_r_ros.core.qa.answerer import select_for_prompt
+from embodied_r_ros.core.settings import build_settings
 from embodied_r_ros.core.types import Frame, FrameDescription
 from embodied_r_ros.sample_data.scene import render_clip
+
+from helpers.scripted_models import CountingPerceiver, ScriptedReasoner, feed
 
 FRAME_LINE = re.compile(r"^Frame (\d+): ", re.MULTILINE)
 
@@ -34,7 +35,7 @@ def clip():  # type: ignore[no-untyped-def]
 
 
 def tiny_params(tiny_models, **extra) -> dict:  # type: ignore[no-untyped-def]
-    return cfg.validate({
+    return build_settings({
         "perception.model": str(tiny_models.vlm), "reasoning.model": str(tiny_models.lm),
         "perception.device": "cpu", "reasoning.device": "cpu",
         "perception.dtype": "float32", "reasoning.dtype": "float32",
@@ -63,7 +64,7 @@ def test_tiny_models_end_to_end_in_process(tiny_models, clip) -> None:  # type: 
 
 
 def test_missing_model_is_an_immediate_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    params = cfg.validate({"perception.model": str(tmp_path / "nope"),
+    params = build_settings({"perception.model": str(tmp_path / "nope"),
                            "reasoning.model": str(tmp_path / "nope")})
     with pytest.raises(ModelUnavailableError, match="nope"):
         load_models(params)
@@ -72,7 +73,7 @@ def test_missing_model_is_an_immediate_clear_error(tmp_path) -> None:  # type: i
 def test_well_formed_answer_is_parsed_with_option_text(clip) -> None:  # type: ignore[no-untyped-def]
     reasoner = ScriptedReasoner("<think>The box was on my left.</think> <answer>B</answer>")
     perceiver = CountingPerceiver()
-    pipeline = EmbodiedRPipeline(cfg.validate({}), perceiver, reasoner)
+    pipeline = EmbodiedRPipeline(build_settings({}), perceiver, reasoner)
     try:
         feed(pipeline, clip)
         result = pipeline.ask("Where is the red box?", ["right", "left", "behind"])
@@ -88,7 +89,7 @@ def test_well_formed_answer_is_parsed_with_option_text(clip) -> None:  # type: i
 
 def test_unparseable_timeout_and_cancel_are_typed(clip) -> None:  # type: ignore[no-untyped-def]
     perceiver = CountingPerceiver()
-    pipeline = EmbodiedRPipeline(cfg.validate({}), perceiver, ScriptedReasoner("no idea at all"))
+    pipeline = EmbodiedRPipeline(build_settings({}), perceiver, ScriptedReasoner("no idea at all"))
     try:
         feed(pipeline, clip)
         bad = pipeline.ask("Where?", ["left", "right"])
@@ -110,7 +111,7 @@ def test_unparseable_timeout_and_cancel_are_typed(clip) -> None:  # type: ignore
 @pytest.mark.parametrize("waiting", [0, 1])
 def test_one_question_at_a_time_and_a_bounded_queue(clip, waiting: int) -> None:  # type: ignore[no-untyped-def]
     reasoner = ScriptedReasoner("word " * 50, delay_s=0.02)
-    pipeline = EmbodiedRPipeline(cfg.validate({"qa.max_waiting_questions": waiting}),
+    pipeline = EmbodiedRPipeline(build_settings({"qa.max_waiting_questions": waiting}),
                                  CountingPerceiver(), reasoner)
     try:
         feed(pipeline, clip)
@@ -135,7 +136,7 @@ def test_one_question_at_a_time_and_a_bounded_queue(clip, waiting: int) -> None:
 
 def test_on_query_mode_describes_with_the_question(clip) -> None:  # type: ignore[no-untyped-def]
     perceiver = CountingPerceiver()
-    pipeline = EmbodiedRPipeline(cfg.validate({"perception.mode": "on_query"}), perceiver,
+    pipeline = EmbodiedRPipeline(build_settings({"perception.mode": "on_query"}), perceiver,
                                  ScriptedReasoner("<think>x</think><answer>A</answer>"))
     try:
         feed(pipeline, clip)
@@ -148,7 +149,7 @@ def test_on_query_mode_describes_with_the_question(clip) -> None:  # type: ignor
 
 
 def test_reset_starts_a_new_episode(clip) -> None:  # type: ignore[no-untyped-def]
-    pipeline = EmbodiedRPipeline(cfg.validate({}), CountingPerceiver(), ScriptedReasoner("ok"))
+    pipeline = EmbodiedRPipeline(build_settings({}), CountingPerceiver(), ScriptedReasoner("ok"))
     try:
         feed(pipeline, clip)
         assert pipeline.ask("Q?").success
@@ -168,7 +169,7 @@ def test_perception_failures_are_reported_not_hidden(clip) -> None:  # type: ign
                 raise RuntimeError("server hiccup")
             return super().describe(images, prompt, settings)
 
-    pipeline = EmbodiedRPipeline(cfg.validate({}), Flaky(), ScriptedReasoner("ok"))
+    pipeline = EmbodiedRPipeline(build_settings({}), Flaky(), ScriptedReasoner("ok"))
     try:
         feed(pipeline, clip)
         result = pipeline.ask("Q?")
@@ -221,7 +222,7 @@ def test_odometry_replaces_the_vlm_action_with_the_measured_one(clip) -> None:  
         history.add(Pose2D(pose.x, pose.y, pose.yaw, pose.stamp_s))
     seen: list[FrameDescription] = []
     pipeline = EmbodiedRPipeline(
-        cfg.validate({}), CountingPerceiver(), ScriptedReasoner("ok"),
+        build_settings({}), CountingPerceiver(), ScriptedReasoner("ok"),
         motion_source=lambda a, b: measured_action(history, a, b), on_description=seen.append)
     try:
         feed(pipeline, clip)

@@ -37,7 +37,7 @@ BOTH = pytest.mark.parametrize("matcher", [pytest.param(numpy_matches, marks=NEE
 
 
 @NEEDS_NUMPY_2
-def test_numpy_2_uses_the_numpy_matcher_and_older_numpy_opencv(monkeypatch) -> None:  # noqa: ANN001
+def test_numpy_2_uses_the_numpy_matcher_and_older_numpy_opencv(monkeypatch) -> None:
     # The CI installs numpy 2; a ROS robot install pins the apt numpy (1.26: no bitwise_count).
     query = np.array([[0b0000], [0b0011], [0b1111]], np.uint8)
     train = np.array([[0b0001], [0b0010], [0b1111]], np.uint8)
@@ -53,7 +53,7 @@ def test_numpy_2_uses_the_numpy_matcher_and_older_numpy_opencv(monkeypatch) -> N
 
 
 @BOTH
-def test_worked_example_with_ties(matcher) -> None:  # noqa: ANN001
+def test_worked_example_with_ties(matcher) -> None:
     # One-byte descriptors (padded to 8 bytes inside). Distances query x train:
     #   q0=0b0000: t0=0b0001 -> 1, t1=0b0010 -> 1, t2=0b1111 -> 4
     #   q1=0b0011: t0 -> 1, t1 -> 1, t2 -> 2
@@ -67,7 +67,7 @@ def test_worked_example_with_ties(matcher) -> None:  # noqa: ANN001
 
 
 @BOTH
-def test_nearest_one_way_is_not_enough(matcher) -> None:  # noqa: ANN001
+def test_nearest_one_way_is_not_enough(matcher) -> None:
     # t0's nearest query is q0 (distance 2), but q0's nearest train is t1 (distance 1):
     # t0 gets no pair, q0 pairs with t1, as OpenCV's cross-check gives.
     query = np.array([[0b0000_0000]], np.uint8)
@@ -121,7 +121,7 @@ def test_same_as_opencv_on_orb_descriptors_of_moving_views() -> None:
 
 
 @BOTH
-def test_empty_sets_and_bad_input(matcher) -> None:  # noqa: ANN001
+def test_empty_sets_and_bad_input(matcher) -> None:
     some = np.zeros((3, 32), np.uint8)
     assert len(matcher(some, np.zeros((0, 32), np.uint8))) == 0
     assert len(matcher(np.zeros((0, 32), np.uint8), some)) == 0

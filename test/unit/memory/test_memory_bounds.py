@@ -9,10 +9,11 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from helpers.scripted_models import CountingPerceiver, ScriptedReasoner
 
-from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline
+from embodied_r_ros.core.settings import build_settings
+
+from helpers.scripted_models import CountingPerceiver, ScriptedReasoner
 
 pytestmark = pytest.mark.slow  # trains, builds or pushes long loads
 
@@ -31,7 +32,7 @@ def push(pipeline: EmbodiedRPipeline, frames: list[np.ndarray], start: int, coun
 
 @pytest.mark.parametrize("policy", ["window", "restart"])
 def test_thousands_of_frames_keep_memory_flat(policy: str) -> None:
-    params = cfg.validate({"episode.policy": policy, "episode.max_keyframes": 64,
+    params = build_settings({"episode.policy": policy, "episode.max_keyframes": 64,
                            "keyframes.ring_size": 16})
     pipeline = EmbodiedRPipeline(params, CountingPerceiver(), ScriptedReasoner("ok"))
     frames = views(12)
@@ -57,14 +58,14 @@ def test_thousands_of_frames_keep_memory_flat(policy: str) -> None:
         # 1 MB: nothing accumulates per frame (the frames alone would be 62 MB).
         assert grown < 1_000_000, f"memory grew by {grown} bytes"
         answer = pipeline.ask("Where am I?", timeout_s=60)
-        assert answer.success and answer.keyframes_used <= params["keyframes.max_keyframes"]
+        assert answer.success and answer.keyframes_used <= params.keyframes.max_keyframes
     finally:
         pipeline.close()
 
 
 def test_restart_policy_time_budget_starts_new_episodes_and_announces_them() -> None:
     announced: list[tuple[str, str, str]] = []
-    params = cfg.validate({"episode.policy": "restart", "episode.max_keyframes": 1000,
+    params = build_settings({"episode.policy": "restart", "episode.max_keyframes": 1000,
                            "episode.max_duration_s": 10.0})
     pipeline = EmbodiedRPipeline(params, CountingPerceiver(), ScriptedReasoner("ok"),
                                  on_episode=lambda *e: announced.append(e))

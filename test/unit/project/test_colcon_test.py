@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from helpers.env import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # trains, builds or pushes long loads

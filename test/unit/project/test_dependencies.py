@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import setuptools
+
 from helpers.env import REPO_ROOT
 
 REPO = REPO_ROOT

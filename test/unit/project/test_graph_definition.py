@@ -19,10 +19,11 @@ import types
 from pathlib import Path
 
 import pytest
-from helpers.env import REPO_ROOT
 
 from embodied_r_ros import graph
 from embodied_r_ros.core import parameters as cfg
+
+from helpers.env import REPO_ROOT
 
 REPO = REPO_ROOT
 PARAMS = REPO / "config" / "embodied_r.yaml"

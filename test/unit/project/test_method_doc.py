@@ -15,11 +15,12 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-from helpers.env import REPO_ROOT
 
 from embodied_r_ros.core.keyframes.extraction import extract_keyframes_from_video
 from embodied_r_ros.core.keyframes.rules import KeyFrameParams, reference_count_rule
 from embodied_r_ros.core.perception.parser import parse_frame_description
+
+from helpers.env import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "method.md"
 TEXT = DOC.read_text(encoding="utf-8")

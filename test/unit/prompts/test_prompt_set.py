@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.env import REPO_ROOT
 
 from embodied_r_ros.core.errors import ConfigError
 from embodied_r_ros.core.memory.episode import render_video_text
@@ -20,6 +19,8 @@ from embodied_r_ros.core.prompts.reasoning import (
     format_question,
 )
 from embodied_r_ros.core.types import FrameDescription
+
+from helpers.env import REPO_ROOT
 
 REPO = REPO_ROOT
 QUESTION = format_question("Where is the red car?", ["on my left", "on my right"])

@@ -6,7 +6,6 @@ import json
 import threading
 
 import pytest
-from helpers.env import REPO_ROOT
 
 from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.memory.episode import (
@@ -24,6 +23,8 @@ from embodied_r_ros.core.prompts.reasoning import (
     parse_choices,
 )
 from embodied_r_ros.core.types import FrameDescription
+
+from helpers.env import REPO_ROOT
 
 # Question records in the published record format (Question_id, video_id,
 # question_category, question, answer, scene_name); the texts are the project's own.
@@ -215,7 +216,7 @@ def test_memory_is_thread_safe():
             for i in range(offset, 400, 4):
                 mem.add(fd(i, str(i)))
                 mem.render()
-        except Exception as exc:  # pragma: no cover - reported below
+        except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]

@@ -11,9 +11,7 @@ import threading
 import time
 
 import pytest
-from helpers.scripted_models import CountingPerceiver, ScriptedReasoner, feed
 
-from embodied_r_ros.core import parameters as cfg
 from embodied_r_ros.core.errors import (
     CancelledError,
     EpisodeResetError,
@@ -27,8 +25,11 @@ from embodied_r_ros.core.pipeline import EmbodiedRPipeline
 from embodied_r_ros.core.qa.answerer import AnswerResult
 from embodied_r_ros.core.qa.description_wait import collect_descriptions
 from embodied_r_ros.core.qa.queue import QuestionQueue
+from embodied_r_ros.core.settings import build_settings
 from embodied_r_ros.core.types import FrameDescription
 from embodied_r_ros.sample_data.scene import render_clip
+
+from helpers.scripted_models import CountingPerceiver, ScriptedReasoner, feed
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +134,7 @@ class SlowPerceiver(CountingPerceiver):
 
 
 def test_reset_while_a_question_waits_for_perception_fails_it_at_once(clip) -> None:  # type: ignore[no-untyped-def]
-    pipeline = EmbodiedRPipeline(cfg.validate({}), SlowPerceiver(0.5),
+    pipeline = EmbodiedRPipeline(build_settings({}), SlowPerceiver(0.5),
                                  ScriptedReasoner("<think>t</think><answer>x</answer>"))
     try:
         feed(pipeline, clip)  # ~12 key frames at 0.5 s each: perception lags behind
@@ -160,7 +161,7 @@ def test_reset_while_a_question_waits_for_perception_fails_it_at_once(clip) -> N
 
 def test_descriptions_carry_their_episode_and_stale_ones_are_dropped(clip) -> None:  # type: ignore[no-untyped-def]
     seen: list[FrameDescription] = []
-    pipeline = EmbodiedRPipeline(cfg.validate({}), SlowPerceiver(0.3), ScriptedReasoner("ok"),
+    pipeline = EmbodiedRPipeline(build_settings({}), SlowPerceiver(0.3), ScriptedReasoner("ok"),
                                  on_description=seen.append)
     try:
         feed(pipeline, clip)
@@ -216,7 +217,7 @@ def test_collect_descriptions_types_each_failure() -> None:
 
 
 def test_a_full_perception_queue_drops_the_oldest_and_says_so(clip) -> None:  # type: ignore[no-untyped-def]
-    pipeline = EmbodiedRPipeline(cfg.validate({"perception.max_queue": 2}), SlowPerceiver(0.2),
+    pipeline = EmbodiedRPipeline(build_settings({"perception.max_queue": 2}), SlowPerceiver(0.2),
                                  ScriptedReasoner("ok"))
     try:
         feed(pipeline, clip)
@@ -249,7 +250,7 @@ def test_runtime_self_check_flags_reasoning_that_points_elsewhere(clip, judge, o
     from embodied_r_ros.core.qa.consistency import JUDGE_SETTINGS
 
     reasoner = JudgeReasoner(judge)
-    pipeline = EmbodiedRPipeline(cfg.validate({"qa.self_check": True}), CountingPerceiver(),
+    pipeline = EmbodiedRPipeline(build_settings({"qa.self_check": True}), CountingPerceiver(),
                                  reasoner)
     try:
         feed(pipeline, clip)
@@ -269,7 +270,7 @@ def test_runtime_self_check_flags_reasoning_that_points_elsewhere(clip, judge, o
 
 def test_self_check_is_off_by_default(clip) -> None:  # type: ignore[no-untyped-def]
     reasoner = JudgeReasoner("A")
-    pipeline = EmbodiedRPipeline(cfg.validate({}), CountingPerceiver(), reasoner)
+    pipeline = EmbodiedRPipeline(build_settings({}), CountingPerceiver(), reasoner)
     try:
         feed(pipeline, clip)
         result = pipeline.ask("Is the door left or right?", ["left", "right"], timeout_s=60)

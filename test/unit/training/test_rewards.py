@@ -16,7 +16,6 @@ import threading
 import time
 
 import pytest
-from helpers.env import REPO_ROOT
 
 from embodied_r_ros.core.backends.base import Reasoner
 from embodied_r_ros.core.errors import CancelledError, ConfigError, ReasoningError
@@ -33,6 +32,8 @@ from embodied_r_training.rewards import (
     reference_choice_key,
     reference_format_reward,
 )
+
+from helpers.env import REPO_ROOT
 
 Q3 = format_question("Where is the door?", ["left", "right", "back"])
 Q_FREE = format_question("How do I get back to the red car?")

@@ -9,6 +9,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from embodied_r_training import data
+from embodied_r_training.categories import CATEGORIES, canonical_category
+from embodied_r_training.errors import DatasetFileError, MissingColumnError, VideoSourceError
+from embodied_r_training.videos import VideoMaterialiser, VideoRef
+
 from helpers.published_fixtures import (
     copy_tree,
     drop_zip_member,
@@ -20,11 +26,6 @@ from helpers.published_fixtures import (
     write_urban,
     write_vsi,
 )
-
-from embodied_r_training import data
-from embodied_r_training.categories import CATEGORIES, canonical_category
-from embodied_r_training.errors import DatasetFileError, MissingColumnError, VideoSourceError
-from embodied_r_training.videos import VideoMaterialiser, VideoRef
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers.env import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # trains, builds or pushes long loads

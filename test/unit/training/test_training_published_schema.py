@@ -14,9 +14,10 @@ import zipfile
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers.published_fixtures import make_published_tree
 
 from embodied_r_training import data
+
+from helpers.published_fixtures import make_published_tree
 
 VSI_FIRST_RELEASE = [
     ("id", pa.int64()),
