@@ -18,7 +18,7 @@
 #   DEVICE_PY   Python version the fetched wheel is for (default 3.12; PyAV's wheels are
 #               abi3, so any CPython >= 3.11 takes them)
 #   CPUS        CPU counts to pin to (default 1 2 4 ... and all of this machine's CPUs)
-#   MINUTES     clip length (default 10, the README's clip)
+#   MINUTES     clip length (default 10, the clip of docs/benchmarks.md)
 #   CODECS      codecs to run (default h264)
 #   REPEAT      rounds per table (default 1)
 #   CLIPS       where the clip is written and reused (default /tmp/bench_clips)

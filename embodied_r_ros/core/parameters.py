@@ -4,7 +4,7 @@ The table below is the single definition of each parameter: its dotted name (as 
 parameter), default, type and description. The ROS nodes declare their parameters from
 it (so `ros2 param describe` shows the descriptions), the in-process runner reads the
 same YAML file (`config/embodied_r.yaml`, ROS parameter-file format) through
-`load_parameters`, and `docs_table()` renders the README's parameter reference.
+`load_parameters`, and `render_docs()` renders docs/parameters.md, the parameter reference.
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def validate(values: Mapping[str, Any], *, source: str = "parameters") -> dict[s
         spec = PARAMS_BY_NAME.get(name)
         if spec is None:
             raise ConfigError(f"{source}: unknown parameter {name!r}; known parameters are "
-                              f"listed in config/embodied_r.yaml and the README")
+                              f"listed in config/embodied_r.yaml and docs/parameters.md")
         kind = spec.kind
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
@@ -405,7 +405,7 @@ def render_yaml(specs: Iterable[ParamSpec] = PARAMETERS) -> str:
 
 
 def docs_table(specs: Iterable[ParamSpec] = PARAMETERS) -> str:
-    """Markdown table of every parameter (used for the README)."""
+    """Markdown table of every parameter (the body of docs/parameters.md)."""
     rows = ["| parameter | default | description |", "|---|---|---|"]
     for spec in specs:
         default = json.dumps(spec.default) if not isinstance(spec.default, str) else f'"{spec.default}"'
@@ -414,16 +414,45 @@ def docs_table(specs: Iterable[ParamSpec] = PARAMETERS) -> str:
     return "\n".join(rows)
 
 
+DOCS_HEADER = """\
+# Parameters
+
+<!-- Generated from embodied_r_ros/core/parameters.py; do not edit by hand. Regenerate with:
+     python -m embodied_r_ros.core.parameters --write-docs -->
+
+Every node of the graph reads one ROS 2 parameter file, `config/embodied_r.yaml`; the
+values below are its defaults. Both this page and that file are generated from the table
+in `embodied_r_ros/core/parameters.py`, which the nodes also declare their parameters from
+(`ros2 param describe` shows the same descriptions), and tests keep the three in step.
+Pass your own file with `params_file:=...` and a model setup with `models:=...`
+(README, "Using it on a robot"); parameters can be changed only while a node is
+unconfigured.
+
+"""
+
+
+def render_docs(specs: Iterable[ParamSpec] = PARAMETERS) -> str:
+    """docs/parameters.md: a short header and the table of every parameter."""
+    return DOCS_HEADER + docs_table(specs) + "\n"
+
+
+_REPO = Path(__file__).resolve().parents[2]
+_TARGETS = {"--write-yaml": (_REPO / "config" / "embodied_r.yaml", render_yaml),
+            "--write-docs": (_REPO / "docs" / "parameters.md", render_docs)}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m embodied_r_ros.core.parameters --write-yaml [PATH]` regenerates the YAML."""
+    """`python -m embodied_r_ros.core.parameters --write-yaml|--write-docs [PATH]`
+    regenerates config/embodied_r.yaml or docs/parameters.md from the table."""
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] != "--write-yaml":
-        print("usage: python -m embodied_r_ros.core.parameters --write-yaml [PATH]")
+    if not args or args[0] not in _TARGETS:
+        print("usage: python -m embodied_r_ros.core.parameters --write-yaml|--write-docs [PATH]")
         return 2
-    path = Path(args[1]) if len(args) > 1 else Path(__file__).resolve().parents[2] / "config" / "embodied_r.yaml"
-    path.write_text(render_yaml(), encoding="utf-8")
+    default_path, render = _TARGETS[args[0]]
+    path = Path(args[1]) if len(args) > 1 else default_path
+    path.write_text(render(), encoding="utf-8")
     print(f"wrote {path}")
     return 0
 

@@ -1,4 +1,4 @@
-"""Declaring and reading the parameter table of `core.config` on an rclpy node.
+"""Declaring and reading the parameter table of `core.parameters` on an rclpy node.
 
 Parameters are declared with their description, default and range, so `ros2 param
 describe` documents them. They may be changed with `ros2 param set` only while the node

@@ -88,10 +88,27 @@ def test_docs_table_lists_every_parameter() -> None:
         assert f"`{spec.name}`" in table
 
 
-def test_readme_documents_every_parameter() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_parameters_doc_is_the_rendered_table() -> None:
+    """docs/parameters.md is generated from the table: every parameter, no drift in text."""
+    doc = (REPO / "docs" / "parameters.md").read_text()
     for spec in cfg.PARAMETERS:
-        assert f"`{spec.name}`" in readme, f"README lacks {spec.name}"
+        assert f"`{spec.name}`" in doc, f"docs/parameters.md lacks {spec.name}"
+    assert doc == cfg.render_docs(), (
+        "regenerate with: python -m embodied_r_ros.core.parameters --write-docs")
+
+
+def test_readme_links_the_parameter_reference() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "](docs/parameters.md)" in readme
+    assert "python -m embodied_r_ros.core.parameters --write-docs" in cfg.render_docs()
+
+
+def test_write_options_regenerate_both_files(tmp_path: Path) -> None:
+    assert cfg.main(["--write-docs", str(tmp_path / "p.md")]) == 0
+    assert (tmp_path / "p.md").read_text() == cfg.render_docs()
+    assert cfg.main(["--write-yaml", str(tmp_path / "p.yaml")]) == 0
+    assert (tmp_path / "p.yaml").read_text() == cfg.render_yaml()
+    assert cfg.main(["--bogus"]) == 2
 
 
 def test_yaml_file_is_the_rendered_table() -> None:
