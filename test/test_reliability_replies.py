@@ -54,9 +54,11 @@ def _flood(client: Any, count: int, timeout_s: float) -> tuple[list[Any], float]
     futures = [client.ask_client.call_async(AskSpatial.Request(
         question=f"Long story number {i}?", timeout_s=timeout_s)) for i in range(count)]
     replies: list[Any] = []
+    deadline = start + timeout_s + 60  # one deadline for all: every reply is due by then
     for future in futures:
         try:
-            replies.append(wait_future(future, timeout_s + 60, "AskSpatial"))
+            replies.append(wait_future(future, max(0.1, deadline - time.monotonic()),
+                                       "AskSpatial"))
         except Exception as exc:  # noqa: BLE001 - a missing reply is the failure under test
             replies.append(exc)
     return replies, time.monotonic() - start
