@@ -222,6 +222,11 @@ class EmbodiedRPipeline:
             which=lambda ticket: bool(ticket.episode_id) and ticket.episode_id != new)
         return new
 
+    def perception_error(self) -> str:
+        """The last perception error while perception is failing (see
+        PerceptionWorker.failing), else ""."""
+        return self.worker.failing(self.params["diagnostics.failures_error_count"])
+
     def status(self) -> PipelineStatus:
         with self._lock:
             return PipelineStatus(self.episode_id, self.tracker.n_received,
@@ -266,7 +271,8 @@ class EmbodiedRPipeline:
                 collected = collect_descriptions(
                     self.worker.progress, self.memory, episode_id=episode, last_index=last,
                     deadline=deadline, should_stop=tk.should_stop, interrupted=tk.check,
-                    check_alive=self.worker.check_alive, pending=self.worker.pending)
+                    check_alive=self.worker.check_alive, pending=self.worker.pending,
+                    perception_error=self.perception_error)
                 timing.perception_s = time.monotonic() - start
                 descriptions, note = collected.descriptions, collected.note()
             else:

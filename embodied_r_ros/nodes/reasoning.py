@@ -96,6 +96,9 @@ class ReasoningNode(ManagedNode):
         self._current_episode = ""
         self._peer_checked = 0.0
         self._peer_error: str = ""
+        # Descriptions received failed in a row, and the last failure (perception failing).
+        self._failed_streak = 0
+        self._failed_error = ""
         self.status = StatusService(self, "split", self._fill_status,
                                     self.get_parameter("services.status").value)
 
@@ -188,8 +191,12 @@ class ReasoningNode(ManagedNode):
     def _on_description(self, msg: FrameDescriptionMsg) -> None:
         store = self._store(msg.episode_id)
         if msg.mode == "failed":
+            if not msg.raw_text.startswith("dropped:"):
+                self._failed_streak += 1
+                self._failed_error = msg.raw_text
             store.progress.mark_failed(msg.keyframe_index, msg.raw_text)
         else:
+            self._failed_streak = 0
             store.progress.mark_done(msg.keyframe_index)
             store.memory.put(msg_to_description(msg))
             if store.memory.evicted_below > 1:
@@ -203,6 +210,13 @@ class ReasoningNode(ManagedNode):
             response.known_episode = True
             response.keyframe_indices = [d.keyframe_index for d in store.memory.descriptions()]
         return response
+
+    def _perception_error(self) -> str:
+        """The last failure while the perception node's descriptions failed in a row
+        (diagnostics.failures_error_count of them: its model or server is down), else ""."""
+        if self._failed_streak >= self.params.get("diagnostics.failures_error_count", 3):
+            return self._failed_error
+        return ""
 
     # -- peers ------------------------------------------------------------------------------
     def _check_perception(self) -> None:
@@ -271,7 +285,7 @@ class ReasoningNode(ManagedNode):
             collected = collect_descriptions(
                 store.progress, store.memory, episode_id=episode, last_index=last,
                 deadline=deadline, should_stop=tk.should_stop, interrupted=tk.check,
-                check_alive=self._check_perception)
+                check_alive=self._check_perception, perception_error=self._perception_error)
             timing.perception_s = time.monotonic() - start
             if on_stage is not None:
                 on_stage("reasoning")
@@ -290,6 +304,9 @@ class ReasoningNode(ManagedNode):
         item = self.questions.health(self.params["reasoning.model"], self.answerer is not None)
         if self._peer_error:
             item.raise_to(ERROR, self._peer_error)
+        failing = self._perception_error()
+        if failing:
+            item.raise_to(ERROR, f"perception is failing: {failing}")
         return [item]
 
     # -- status ---------------------------------------------------------------------------------
@@ -313,7 +330,11 @@ class ReasoningNode(ManagedNode):
         try:
             self._peer_checked = 0.0
             self._check_perception()
-            status.perception_node_alive = status.perception_ready = True
+            status.perception_node_alive = True
+            failing = self._perception_error()  # the same rule as /diagnostics' ERROR
+            status.perception_ready = not failing
+            if failing:
+                status.last_error = status.last_error or f"perception is failing: {failing}"
         except PerceptionError as exc:
             status.last_error = status.last_error or str(exc)
         with self._lock:
