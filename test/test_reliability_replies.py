@@ -133,3 +133,34 @@ def test_sigterm_cancels_the_questions_in_flight_and_exits(tiny_models, sample_d
         assert code == 0, output[-3000:]
         assert "context is invalid" not in output
         assert "Traceback" not in output
+
+
+def test_a_killed_node_is_noticed_within_seconds(tiny_models, sample_dir) -> None:  # type: ignore[no-untyped-def]
+    """Item 10: kill -9 of the node answering a question: the client library gives up
+    with GraphUnavailableError within about 5 s (DDS lease of the shipped Fast DDS
+    profile + SERVER_GONE_S), not after the 20 s default lease."""
+    from embodied_r_ros.client import GraphUnavailableError
+
+    overrides = tiny_overrides(tiny_models, **long_generation("reasoning", 4000))
+    fresh_ros_domain()
+    with GraphProcesses("embedded", PARAMS, overrides, echo=None) as graph, \
+            SpinningClient() as client:
+        client.wait_for_graph(180, alive_check=graph.check_alive)
+        client.play(bag_frames(sample_dir)[:40], rate=0)
+        outcome: dict[str, Any] = {}
+
+        def ask() -> None:
+            try:
+                outcome["reply"] = client.ask("Long story?", timeout_s=120)
+            except Exception as exc:  # noqa: BLE001 - the outcome under test
+                outcome["reply"] = exc
+            outcome["at"] = time.monotonic()
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        assert wait_for(lambda: client.status().questions_in_progress == 1, 90)
+        killed = time.monotonic()
+        graph.kill("embodied_r")
+        asker.join(timeout=60)
+        assert isinstance(outcome.get("reply"), GraphUnavailableError), outcome
+        assert outcome["at"] - killed < 8.0, outcome["at"] - killed
