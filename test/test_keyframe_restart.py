@@ -37,7 +37,16 @@ def test_a_restarted_keyframe_node_continues_the_episode(tiny_models, sample_dir
         assert any("continuing the running episode" in line for line in restarted.lines), \
             "\n".join(restarted.lines)
         assert client.status().episode_id == episode
-        client.play(clip[len(clip) // 2:], rate=0)
+        # The restarted node's camera subscription must be discovered before frames reach
+        # it (best effort): offer the next frame until the node counts one.
+        half = len(clip) // 2
+
+        def counted() -> bool:
+            client.play(clip[half:half + 1], rate=0)
+            return client.status().frames_received > 0
+
+        assert wait_for(counted, 60, period_s=0.5)
+        client.play(clip[half + 1:], rate=0)
         assert wait_for(lambda: len(client.descriptions) > count_before + 1, 180)
         new = client.descriptions[count_before:]
         assert all(d.episode_id == episode for d in new), {d.episode_id for d in new}

@@ -162,5 +162,7 @@ def test_a_killed_node_is_noticed_within_seconds(tiny_models, sample_dir) -> Non
         killed = time.monotonic()
         graph.kill("embodied_r")
         asker.join(timeout=60)
+        noticed = outcome["at"] - killed
+        print(f"kill -9 noticed by the client after {noticed:.1f}s")
         assert isinstance(outcome.get("reply"), GraphUnavailableError), outcome
-        assert outcome["at"] - killed < 8.0, outcome["at"] - killed
+        assert noticed < 6.0, noticed
