@@ -165,4 +165,4 @@ def test_a_killed_node_is_noticed_within_seconds(tiny_models, sample_dir) -> Non
         noticed = outcome["at"] - killed
         print(f"kill -9 noticed by the client after {noticed:.1f}s")
         assert isinstance(outcome.get("reply"), GraphUnavailableError), outcome
-        assert noticed < 6.0, noticed
+        assert noticed < 6.5, noticed  # 5.1 s measured; 7.2 s before (SERVER_GONE_S 3 s)
