@@ -35,11 +35,17 @@ from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_srvs.srv import Trigger
 
 from embodied_r_ros.action import AnswerSpatial
 from embodied_r_ros.msg import NodeStatus
 from embodied_r_ros.srv import AskSpatial, GetStatus
+
+# Replies are read with a deep history, so a client with many calls in flight at once
+# never has a reply overwritten before it is taken (the ROS default keeps 10).
+REPLY_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                       durability=DurabilityPolicy.VOLATILE)
 
 
 class GraphUnavailableError(RuntimeError):
@@ -47,8 +53,11 @@ class GraphUnavailableError(RuntimeError):
 
 
 # How long a server may be missing from discovery, while a reply is awaited, before the
-# client gives up on it (a reply sent just before the server went away still arrives).
-SERVER_GONE_S = 3.0
+# client gives up on it (a reply sent just before the server went away still arrives:
+# nodes that stop cleanly send their replies before their services go). A node killed
+# without that chance leaves discovery after the DDS lease (4 s in the shipped Fast DDS
+# profile), so such a caller hears GraphUnavailableError about 5 s after the kill.
+SERVER_GONE_S = 1.0
 
 
 class _ServerWatch:
@@ -111,10 +120,13 @@ class GraphClient(Node):
                  reset_service: str = "reset_episode", status_service: str = "status") -> None:
         super().__init__(name, namespace=namespace)
         group = ReentrantCallbackGroup()
-        self.ask_client = self.create_client(AskSpatial, ask_service, callback_group=group)
+        self.ask_client = self.create_client(AskSpatial, ask_service, qos_profile=REPLY_QOS,
+                                             callback_group=group)
         self.reset_client = self.create_client(Trigger, reset_service, callback_group=group)
         self.status_client = self.create_client(GetStatus, status_service, callback_group=group)
         self.answer_client = ActionClient(self, AnswerSpatial, answer_action,
+                                          goal_service_qos_profile=REPLY_QOS,
+                                          result_service_qos_profile=REPLY_QOS,
                                           callback_group=group)
 
     # -- discovery --------------------------------------------------------------------------

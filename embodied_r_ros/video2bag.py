@@ -21,7 +21,12 @@ from the full clip, from a bag F/fps the size.
 
 A bag is written in ``<out>/.video2bag.partial/`` and moved into place when complete: an interrupted
 conversion leaves no bag that looks finished, and running the same command again skips
-the videos already converted (``--force`` converts them again).
+the videos already converted (``--force`` converts them again). A conversion that fails
+removes what it had written (no ``.video2bag.partial`` is left behind).
+
+A video that ends before the frames its header announces (a truncated file) is converted
+as far as it decodes, with a warning giving the frames read and announced; ``--strict``
+makes it an error (no bag is written).
 """
 
 from __future__ import annotations
@@ -53,6 +58,29 @@ class ConvertedVideo:
     size: tuple[int, int] = (0, 0)  # width, height of the first frame
     seconds: float = 0.0
     skipped: bool = False  # the bag existed already
+    frames_announced: int = 0  # the container's frame count (0 = unknown)
+
+    @property
+    def truncated(self) -> bool:
+        """Fewer frames decoded than announced (more than one missing: counts in some
+        containers are estimates)."""
+        return self.frames_announced > 0 and self.frames_read < self.frames_announced - 1
+
+    def truncation_note(self) -> str:
+        if not self.truncated:
+            return ""
+        return (f"the video ends early: {self.frames_read} of the {self.frames_announced} "
+                "frames its header announces could be decoded (probably a truncated file)")
+
+
+def announced_frames(path: str | Path) -> int:
+    """The container's frame count (0 when it gives none)."""
+    cap = cv2.VideoCapture(str(path))
+    try:
+        count = float(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0.0) if cap.isOpened() else 0.0
+    finally:
+        cap.release()
+    return int(count) if np.isfinite(count) and count > 0 else 0
 
 
 def video_frames(path: str | Path) -> Iterator[tuple[float, np.ndarray]]:
@@ -94,8 +122,9 @@ def video_frames(path: str | Path) -> Iterator[tuple[float, np.ndarray]]:
 def convert(video: str | Path, bag: str | Path, *, storage: str = "mcap",
             compressed: bool = False, topic: str = "/camera/image_raw",
             frame_id: str = "camera", jpeg_quality: int = 95, fps_limit: float = 0.0,
-            start_time_s: float = 1.0) -> ConvertedVideo:
-    """Write one video as a bag at `bag` (module docstring); the bag must not exist."""
+            start_time_s: float = 1.0, strict: bool = False) -> ConvertedVideo:
+    """Write one video as a bag at `bag` (module docstring); the bag must not exist.
+    `strict`: a truncated video is an InvalidRequestError instead of a warning."""
     from embodied_r_ros.core.keyframes.rules import FrameRateSampler
     from embodied_r_ros.sample_data.bag_io import ImageBagWriter
 
@@ -110,17 +139,28 @@ def convert(video: str | Path, bag: str | Path, *, storage: str = "mcap",
     started = time.monotonic()
     out = ConvertedVideo(str(video), str(bag))
     sampler = FrameRateSampler(fps_limit)
-    with ImageBagWriter(partial, topic=topic, frame_id=frame_id, storage=storage,
-                        compressed=compressed, jpeg_quality=jpeg_quality) as writer:
-        for t, rgb in video_frames(video):
-            out.frames_read += 1
-            if out.frames_read == 1:
-                out.size = (int(rgb.shape[1]), int(rgb.shape[0]))
-            out.duration_s = t
-            if not sampler.accept(t):
-                continue
-            writer.write(rgb, start_time_s + t)
-            out.frames_written += 1
+    try:
+        with ImageBagWriter(partial, topic=topic, frame_id=frame_id, storage=storage,
+                            compressed=compressed, jpeg_quality=jpeg_quality) as writer:
+            for t, rgb in video_frames(video):
+                out.frames_read += 1
+                if out.frames_read == 1:
+                    out.size = (int(rgb.shape[1]), int(rgb.shape[0]))
+                out.duration_s = t
+                if not sampler.accept(t):
+                    continue
+                writer.write(rgb, start_time_s + t)
+                out.frames_written += 1
+        out.frames_announced = announced_frames(video)
+        if strict and out.truncated:
+            raise InvalidRequestError(f"{video}: {out.truncation_note()} (--strict)")
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        try:
+            partial.parent.rmdir()
+        except OSError:
+            pass  # another conversion is still writing there, or it never existed
+        raise
     partial.rename(bag)
     try:
         partial.parent.rmdir()
@@ -154,6 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start-time", type=float, default=1.0,
                    help="stamp of the video's time 0, in seconds (default 1.0; must be > 0)")
     p.add_argument("--force", action="store_true", help="convert again videos whose bag exists")
+    p.add_argument("--strict", action="store_true",
+                   help="a video that ends before the frames its header announces (truncated) "
+                        "is an error, not a warning")
     return p
 
 
@@ -178,11 +221,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             done = convert(video, bag, storage=args.storage, compressed=args.compressed,
                            topic=args.topic, frame_id=args.frame_id,
                            jpeg_quality=args.jpeg_quality, fps_limit=args.fps_limit,
-                           start_time_s=args.start_time)
+                           start_time_s=args.start_time, strict=args.strict)
         except EmbodiedRError as exc:
             failed += 1
             print(f"[{n}/{len(targets)}] video2bag: {exc}", file=sys.stderr)
             continue
+        if done.truncated:
+            print(f"[{n}/{len(targets)}] video2bag: warning: {video}: "
+                  f"{done.truncation_note()}; --strict makes this an error", file=sys.stderr)
         size_mb = sum(f.stat().st_size for f in bag.iterdir()) / 1e6
         print(f"[{n}/{len(targets)}] {video} -> {bag}: {done.frames_written} of {done.frames_read} "
               f"frames ({done.size[0]}x{done.size[1]}, {done.duration_s:.1f} s), {size_mb:.1f} MB "

@@ -9,7 +9,9 @@ same YAML file (`config/embodied_r.yaml`, ROS parameter-file format) through
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ class ParamSpec:
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     example: str = ""  # shown as an end-of-line comment in the YAML file
+    maximum: float | None = None  # integers without one are capped at INT_MAXIMUM
 
     @property
     def kind(self) -> type:
@@ -92,7 +95,8 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
               ("best_effort", "reliable")),
     ParamSpec("camera.depth", 5,
               "QoS history depth of the camera subscription (frames buffered while the "
-              "node is busy; older ones are dropped by DDS).", minimum=1),
+              "node is busy; older ones are dropped by DDS).", minimum=1,
+              maximum=1000),
     # --- key frames ----------------------------------------------------------------------
     ParamSpec("keyframes.sample_fps", 1.0,
               "Frames per second of stream time (header stamps) kept for key-frame "
@@ -264,29 +268,74 @@ def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+# Largest integer any integer parameter takes (QoS depths, counts and sizes all fit a
+# signed 32-bit int; rclpy and DDS refuse larger ones only later, with a TypeError).
+INT_MAXIMUM = 2**31 - 1
+# Parameters every ROS 2 node has besides the table's (never reported as unknown).
+ROS_PARAMETERS = frozenset({"use_sim_time", "start_type_description_service"})
+
+
+def closest_names(name: str) -> list[str]:
+    """The known parameters closest to a misspelt `name` (at most two), best first."""
+    return difflib.get_close_matches(name, list(PARAMS_BY_NAME), n=2, cutoff=0.75)
+
+
+def unknown_name_message(name: str, source: str) -> str:
+    near = closest_names(name)
+    hint = ("did you mean " + " or ".join(repr(n) for n in near) + "?") if near else (
+        "known parameters are listed in config/embodied_r.yaml and docs/parameters.md")
+    return f"{source}: unknown parameter {name!r}; {hint}"
+
+
+def _type_name(kind: type) -> str:
+    return {float: "a number", int: "an integer", bool: "true or false",
+            str: "a string"}.get(kind, kind.__name__)
+
+
+def check_value(spec: ParamSpec, value: Any, *, source: str = "parameters") -> Any:
+    """One parameter's value, checked (type, finiteness, choices, range) and converted
+    where users type it loosely (an integer for a number: `-p x.temperature:=0`).
+    Raises ConfigError with one line saying what to change."""
+    name, kind = spec.name, spec.kind
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if kind is bool and not isinstance(value, bool) or (
+        kind is not bool and (isinstance(value, bool) or not isinstance(value, kind))
+    ):
+        raise ConfigError(f"{source}: parameter {name!r} must be {kind.__name__} "
+                          f"({_type_name(kind)}, default {spec.default!r}), got {value!r} "
+                          f"({type(value).__name__}); e.g. -p {name}:={_example(spec)}")
+    if kind is float and not math.isfinite(value):
+        raise ConfigError(f"{source}: parameter {name!r} must be a finite number, got "
+                          f"{value!r}; e.g. -p {name}:={_example(spec)}")
+    if spec.choices and value not in spec.choices:
+        raise ConfigError(f"{source}: parameter {name!r} must be one of "
+                          f"{', '.join(spec.choices)}; got {value!r}")
+    if spec.minimum is not None and value < spec.minimum:
+        raise ConfigError(f"{source}: parameter {name!r} must be >= {spec.minimum}; "
+                          f"got {value!r}")
+    maximum = spec.maximum if spec.maximum is not None else (
+        INT_MAXIMUM if kind is int else None)
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{source}: parameter {name!r} must be <= {maximum:g}; "
+                          f"got {value!r}")
+    return value
+
+
+def _example(spec: ParamSpec) -> str:
+    if isinstance(spec.default, bool):
+        return "true" if spec.default else "false"
+    return json.dumps(spec.default) if isinstance(spec.default, str) else repr(spec.default)
+
+
 def validate(values: Mapping[str, Any], *, source: str = "parameters") -> dict[str, Any]:
     """Check names, types, choices and ranges; return a full dict with defaults filled in."""
     out = defaults()
     for name, value in values.items():
         spec = PARAMS_BY_NAME.get(name)
         if spec is None:
-            raise ConfigError(f"{source}: unknown parameter {name!r}; known parameters are "
-                              f"listed in config/embodied_r.yaml and docs/parameters.md")
-        kind = spec.kind
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if kind is bool and not isinstance(value, bool) or (
-            kind is not bool and (isinstance(value, bool) or not isinstance(value, kind))
-        ):
-            raise ConfigError(f"{source}: parameter {name!r} must be {kind.__name__}, "
-                              f"got {value!r}")
-        if spec.choices and value not in spec.choices:
-            raise ConfigError(f"{source}: parameter {name!r} must be one of "
-                              f"{', '.join(spec.choices)}; got {value!r}")
-        if spec.minimum is not None and value < spec.minimum:
-            raise ConfigError(f"{source}: parameter {name!r} must be >= {spec.minimum}; "
-                              f"got {value!r}")
-        out[name] = value
+            raise ConfigError(unknown_name_message(name, source))
+        out[name] = check_value(spec, value, source=source)
     if out["keyframes.min_keyframes"] > out["keyframes.max_keyframes"]:
         raise ConfigError(f"{source}: keyframes.min_keyframes must not exceed "
                           "keyframes.max_keyframes")

@@ -194,6 +194,11 @@ class EmbodiedRPipeline:
                               "began) while this question was answered; ask again"),
             which=lambda ticket: bool(ticket.episode_id) and ticket.episode_id != new)
 
+    def perception_error(self) -> str:
+        """The last perception error while perception is failing (see
+        PerceptionWorker.failing), else ""."""
+        return self.worker.failing(self.settings.diagnostics.failures_error_count)
+
     def status(self) -> PipelineStatus:
         with self._lock:
             return PipelineStatus(self.episode_id, self.tracker.n_received,
@@ -229,7 +234,8 @@ class EmbodiedRPipeline:
 
     def description_source(self, episode_id: str) -> DescriptionSource:
         return DescriptionSource(self.worker.progress, self.memory,
-                                 check_alive=self.worker.check_alive, pending=self.worker.pending)
+                                 check_alive=self.worker.check_alive, pending=self.worker.pending,
+                                 perception_error=self.perception_error)
 
     def episode_is_current(self, episode_id: str) -> bool:
         return self.episode_id == episode_id

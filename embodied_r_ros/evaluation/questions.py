@@ -59,7 +59,12 @@ class QuestionItem:
 
 def _records(path: Path) -> list[Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is accepted
+    except UnicodeDecodeError as exc:
+        raise InvalidRequestError(
+            f"question file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+            f"offset {exc.start}); convert it, e.g. `iconv -f latin1 -t utf-8 {path.name} > "
+            f"{path.stem}.utf8{path.suffix}`") from exc
     except OSError as exc:
         raise InvalidRequestError(f"cannot read the question file {path}: {exc}") from exc
     try:

@@ -168,7 +168,11 @@ class EmbodiedRNode(ManagedNode):
         status.perception_pending = st.pending_perception
         status.perception_failed = st.failed_perception
         status.questions_in_progress = st.questions_in_progress
-        status.perception_ready = status.reasoning_ready = True
+        status.reasoning_ready = True
+        failing = pipeline.perception_error()  # the same rule as /diagnostics' ERROR
+        status.perception_ready = not failing
+        if failing:
+            status.last_error = status.last_error or f"perception is failing: {failing}"
 
 
 def main(args: list[str] | None = None) -> int:

@@ -5,11 +5,19 @@ Publishes embodied_r_ros/KeyFrame on `topics.keyframes` (plain images on
 Owns the episode: serves `reset_episode` (std_srvs/Trigger) and, for the reasoning node,
 `split.keyframe_state_service` (embodied_r_ros/KeyFrameState: the current episode and its
 newest key frame, after making the current view a key frame when asked).
+
+A restarted key-frame node does not start a new episode on its own: on activate it reads
+the history of the descriptions topic (transient-local, kept by the perception node, at
+most `split.peer_timeout_s`) and, when the graph is running an episode, continues it,
+numbering its key frames after the newest one described. Only a reset (or the episode
+budget) starts a new episode. Known limit: after a reset whose new episode has no
+description yet, a restart continues the episode before the reset.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -20,19 +28,20 @@ from embodied_r_ros.core.keyframes.episode import EpisodeChange, KeyFrameEpisode
 from embodied_r_ros.core.settings import Settings
 from embodied_r_ros.core.types import Frame
 from embodied_r_ros.msg import Episode
+from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
 from embodied_r_ros.nodes.common.camera_input import CameraInput
 from embodied_r_ros.nodes.common.conversions import episode_msg
 from embodied_r_ros.nodes.common.keyframe_publisher import KeyFramePublisher
 from embodied_r_ros.nodes.common.managed_node import ManagedNode
 from embodied_r_ros.nodes.common.node_runtime import run_node
-from embodied_r_ros.nodes.common.qos import EPISODE_QOS
+from embodied_r_ros.nodes.common.qos import DESCRIPTION_QOS, EPISODE_QOS
 from embodied_r_ros.srv import KeyFrameState
 
 
 class KeyFrameNode(ManagedNode):
     PARAMETER_GROUPS = ("camera", "keyframes", "episode", "qa.include_current_view", "topics",
                         "services.reset", "split.keyframe_state_service",
-                        "perception.max_image_side")
+                        "split.peer_timeout_s", "perception.max_image_side")
 
     def __init__(self, name: str = "keyframe_selector") -> None:
         super().__init__(name)
@@ -61,7 +70,52 @@ class KeyFrameNode(ManagedNode):
         self.create_tracked_service(KeyFrameState, self.settings.split.keyframe_state_service,
                                     "key-frame state service", self._on_state,
                                     callback_group=group)
-        self.episode_pub.publish(episode_msg(self, self.episode.episode_id, "", "startup"))
+        running = self._running_episode()
+        reason = "startup"
+        if running is not None:
+            episode_id, next_index = running
+            self.episode.continue_episode(episode_id, next_index)
+            reason = "continued"
+            self.get_logger().info(
+                f"continuing the running episode {episode_id} from key frame "
+                f"{next_index} (the graph holds its descriptions; reset it to start anew)")
+        self.episode_pub.publish(episode_msg(self, self.episode.episode_id, "", reason))
+
+    def _running_episode(self) -> tuple[str, int] | None:
+        """(episode id, next key-frame index) of the episode the rest of the graph is
+        running, from the descriptions topic's history; None when nobody publishes it
+        or it holds nothing (see the module docstring)."""
+        seen: list[tuple[str, int]] = []
+
+        def record(msg: FrameDescriptionMsg) -> None:
+            seen.append((msg.episode_id, int(msg.keyframe_index)))
+
+        subscription = self.create_subscription(
+            FrameDescriptionMsg, self.settings.topics.descriptions, record, DESCRIPTION_QOS)
+        try:
+            deadline = time.monotonic() + self.settings.split.peer_timeout_s
+            quiet_until: float | None = None
+            while time.monotonic() < deadline:
+                with subscription.handle:
+                    taken = subscription.handle.take_message(subscription.msg_type,
+                                                             subscription.raw)
+                if taken is not None:
+                    record(taken[0])
+                    quiet_until = time.monotonic() + 0.3
+                    continue
+                if subscription.get_publisher_count() > 0 and quiet_until is None:
+                    quiet_until = time.monotonic() + 0.5  # history arrives right after matching
+                if quiet_until is not None and time.monotonic() >= quiet_until:
+                    break
+                time.sleep(0.02)
+        finally:
+            self.destroy_subscription(subscription)
+        if not seen:
+            return None
+        episode = seen[-1][0]
+        if not episode:
+            return None
+        return episode, 1 + max(index for ep, index in seen if ep == episode)
 
     def release(self) -> None:
         if self.publisher is not None:

@@ -79,6 +79,9 @@ class ReasoningNode(ManagedNode):
         self._current_episode = ""
         self._peer_checked = 0.0
         self._peer_error: str = ""
+        # Descriptions received failed in a row, and the last failure (perception failing).
+        self._failed_streak = 0
+        self._failed_error = ""
         self.status = StatusService(self, "split", self._fill_status,
                                     self.get_parameter("services.status").value)
 
@@ -172,8 +175,12 @@ class ReasoningNode(ManagedNode):
     def _on_description(self, msg: FrameDescriptionMsg) -> None:
         store = self._store(msg.episode_id)
         if msg.mode == "failed":
+            if not msg.raw_text.startswith("dropped:"):
+                self._failed_streak += 1
+                self._failed_error = msg.raw_text
             store.progress.mark_failed(msg.keyframe_index, msg.raw_text)
         else:
+            self._failed_streak = 0
             store.progress.mark_done(msg.keyframe_index)
             store.memory.put(msg_to_description(msg))
             if store.memory.evicted_below > 1:
@@ -187,6 +194,13 @@ class ReasoningNode(ManagedNode):
             response.known_episode = True
             response.keyframe_indices = [d.keyframe_index for d in store.memory.descriptions()]
         return response
+
+    def _perception_error(self) -> str:
+        """The last failure while the perception node's descriptions failed in a row
+        (diagnostics.failures_error_count of them: its model or server is down), else ""."""
+        if self._failed_streak >= self.thresholds.failures_error_count:
+            return self._failed_error
+        return ""
 
     # -- peers ------------------------------------------------------------------------------
     def _check_perception(self) -> None:
@@ -244,7 +258,8 @@ class ReasoningNode(ManagedNode):
 
     def description_source(self, episode_id: str) -> DescriptionSource:
         store = self._store(episode_id)
-        return DescriptionSource(store.progress, store.memory, check_alive=self._check_perception)
+        return DescriptionSource(store.progress, store.memory, check_alive=self._check_perception,
+                                 perception_error=self._perception_error)
 
     def episode_is_current(self, episode_id: str) -> bool:
         # A new episode announced on topics.episode interrupts the question at once
@@ -257,6 +272,9 @@ class ReasoningNode(ManagedNode):
         item = self.questions.health(self.settings.reasoning.model, self.answerer is not None)
         if self._peer_error:
             item.raise_to(ERROR, self._peer_error)
+        failing = self._perception_error()
+        if failing:
+            item.raise_to(ERROR, f"perception is failing: {failing}")
         return [item]
 
     # -- status ---------------------------------------------------------------------------------
@@ -277,7 +295,11 @@ class ReasoningNode(ManagedNode):
         try:
             self._peer_checked = 0.0
             self._check_perception()
-            status.perception_node_alive = status.perception_ready = True
+            status.perception_node_alive = True
+            failing = self._perception_error()  # the same rule as /diagnostics' ERROR
+            status.perception_ready = not failing
+            if failing:
+                status.last_error = status.last_error or f"perception is failing: {failing}"
         except PerceptionError as exc:
             status.last_error = status.last_error or str(exc)
         with self._lock:

@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=None,
                         help="threads for ORB features (default: all usable CPUs)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail (exit 2) when the video ends before the frames its header "
+                        "announces (a truncated file) instead of warning")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar (it is shown on stderr only when stderr is a "
                         "terminal)")
@@ -105,6 +108,13 @@ def main(argv: list[str]) -> int:
     except EmbodiedRError as exc:
         print(f"embodied-r keyframes: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    note = result.truncation_note()
+    if note and args.strict:
+        print(f"embodied-r keyframes: error: {args.video}: {note} (--strict)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if note:
+        print(f"embodied-r keyframes: warning: {args.video}: {note}; --strict makes this an "
+              "error", file=sys.stderr)
     if args.json:
         print(json.dumps({
             "video": args.video,
@@ -112,6 +122,9 @@ def main(argv: list[str]) -> int:
             "source_frames": result.source_frames,
             "n_sampled": result.n_sampled,
             "n_source_frames": result.n_source_frames,
+            "n_expected_samples": result.n_expected_samples,
+            "frames_decoded": result.frames_decoded,
+            "truncated": result.truncated,
             "video_fps": result.video_fps,
             "selected_positions": result.selected_positions,
             "seconds": round(result.seconds, 4),

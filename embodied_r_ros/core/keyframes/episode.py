@@ -71,6 +71,11 @@ class KeyFrameEpisode:
             change = self.new_episode("budget")
         return self.tracker.push_sampled(frame), change
 
+    def continue_episode(self, episode_id: str, next_keyframe_index: int) -> None:
+        """Take over a running episode (a restarted node): its id and its numbering."""
+        self.episode_id = episode_id
+        self.tracker.continue_from(next_keyframe_index)
+
     def new_episode(self, reason: str, episode_id: str | None = None) -> EpisodeChange:
         """Forget the key frames seen so far and start a new episode."""
         old = self.episode_id

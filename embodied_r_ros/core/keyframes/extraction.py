@@ -64,6 +64,12 @@ class VideoKeyFrames:
       faster strategies were not used for this file.
     packets_read / packets_decoded: packets (frames) the decoding pass read from the file
       and sent to the decoder (PyAV skips some; OpenCV's grab() decodes all it reads).
+    n_expected_samples: frames the sampling wanted from the container's frame count.
+    frames_decoded: frames of the video actually reached (the last sampled frame decoded,
+      plus one): below n_source_frames when the file ends early.
+    truncated: the file ended before the frames its header announces (a cut download or
+      recording; more than the final sampled frame missing); the key frames come from the
+      part that could be decoded.
     """
 
     sampled_indices: list[int]
@@ -80,6 +86,18 @@ class VideoKeyFrames:
     fallbacks: list[str] = field(default_factory=list)
     packets_read: int = 0
     packets_decoded: int = 0
+    n_expected_samples: int = 0
+    frames_decoded: int = 0
+    truncated: bool = False
+
+    def truncation_note(self) -> str:
+        """One line for users, or "" when the video was read to its announced end."""
+        if not self.truncated:
+            return ""
+        return (f"the video ends early: {self.frames_decoded} of the {self.n_source_frames} "
+                f"frames its header announces could be decoded ({self.n_sampled} of "
+                f"{self.n_expected_samples} sampled frames); the file is probably truncated, "
+                "and the key frames come from the part that was decoded")
 
 
 @dataclass
@@ -250,6 +268,9 @@ def extract_keyframes_from_video(
                                  params.max_keyframes)
     source_frames = [selection.sources[pos] for pos in final]
     images: list[np.ndarray] = []
+    if n_sampled < len(wanted) - 1:
+        LOG.info("%s: only %d of %d sampled frames could be decoded (the file ends early, "
+                 "probably truncated)", info.path, n_sampled, len(wanted))
     if return_images:
         have = dict(selection.cache or {})
         if selection.latest is not None:
@@ -276,4 +297,7 @@ def extract_keyframes_from_video(
         fallbacks=fallbacks,
         packets_read=reader.stats.packets,
         packets_decoded=reader.stats.sent,
+        n_expected_samples=len(wanted),
+        frames_decoded=selection.sources[-1] + 1,
+        truncated=n_sampled < len(wanted) - 1,
     )

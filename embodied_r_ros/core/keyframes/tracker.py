@@ -147,6 +147,13 @@ class KeyFrameTracker:
         """Index of the newest key frame of the episode, -1 when none."""
         return self._n_keyframes - 1
 
+    def continue_from(self, n_keyframes: int) -> None:
+        """Number the next key frame `n_keyframes`: a restarted node continuing the
+        episode the rest of the graph holds (its first frame is a key frame, compared
+        with nothing, as after a reset)."""
+        with self._lock:
+            self._n_keyframes = max(self._n_keyframes, int(n_keyframes))
+
     def reset(self) -> None:
         with self._lock:
             self._sampler.reset()

@@ -17,12 +17,16 @@ class ProcessedFrames:
         self._failed: dict[int, str] = {}
 
     def mark_done(self, index: int) -> None:
+        """Described (also after an earlier failure: a retry that succeeded)."""
         with self._cond:
             self._done.add(index)
+            self._failed.pop(index, None)
             self._cond.notify_all()
 
     def mark_failed(self, index: int, reason: str) -> None:
         with self._cond:
+            if index in self._done:  # a late failure never hides a description
+                return
             self._failed[index] = reason
             self._cond.notify_all()
 

@@ -4,6 +4,15 @@ The first key frame of an episode is described alone; every later one as a pair 
 the previous key frame. Descriptions are parsed into action + observation and appended
 to the episode memory. One worker thread, a bounded queue, and a way to wait until a
 given key frame is described (used when a question arrives).
+
+Retry policy (docs/reliability.md): a key frame whose description failed (the model or
+its server raised: down, timing out, erroring) is recorded as failed at once, so no
+question waits for it, and kept for a retry. New key frames always go first; retries run
+when no new key frame waits, newest first, each after a backoff (RETRY_BACKOFF_S, capped)
+that restarts at zero as soon as any description succeeds again (the backend is back).
+At most `max_queue` key frames wait for a retry (the oldest is given up beyond that) and
+each is tried MAX_RETRY_ATTEMPTS times. A retried description is recorded like any other
+(memory, progress, `on_description`); the counts are in the health item.
 """
 
 from __future__ import annotations
@@ -39,6 +48,19 @@ LOG = logging.getLogger("embodied_r_ros.perception")
 # Given (previous stamp, current stamp), return an action label measured from odometry,
 # or None when no measurement is available.
 MotionSource = Callable[[float, float], "str | None"]
+
+
+# Backoff before the n-th retry of a key frame (the last value repeats).
+RETRY_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0)
+MAX_RETRY_ATTEMPTS = 8
+
+
+@dataclass
+class _Retry:
+    job: PerceptionJob
+    previous: tuple[np.ndarray, float] | None
+    attempts: int  # failed attempts so far (the first description included)
+    due: float  # monotonic time of the next attempt
 
 
 @dataclass(frozen=True)
@@ -117,6 +139,11 @@ class PerceptionWorker:
         self.outcomes: deque[bool] = deque(maxlen=32)  # recent: True described, False failed
         self.dropped_window = EventWindow(10.0)
         self.last_error = ""
+        self._retries: list[_Retry] = []
+        self.retried = 0  # key frames described by a retry
+        self.retry_attempts = 0  # retries made (successful or not)
+        self.gave_up = 0  # key frames no longer retried (attempts spent, or too many waiting)
+        self.failure_streak = 0  # descriptions failed in a row (0 after any success)
         self._thread = threading.Thread(target=self._run, name="perception", daemon=True)
         self._thread.start()
 
@@ -157,6 +184,7 @@ class PerceptionWorker:
         with self._cond:
             self._episode_id = episode_id
             self._jobs.clear()
+            self._retries.clear()
             self._previous = None
             self.progress.reset()
             if self.memory is not None:
@@ -183,13 +211,30 @@ class PerceptionWorker:
         with self._cond:
             return len(self._jobs) + (1 if self._busy else 0)
 
+    def retry_waiting(self) -> int:
+        with self._cond:
+            return len(self._retries)
+
+    def failing(self, threshold: int) -> str:
+        """The last error while at least `threshold` descriptions failed in a row (the
+        model or its server is down), else "". Status, /diagnostics and questions use it."""
+        with self._cond:
+            if self.failure_streak >= max(1, threshold) and self.last_error:
+                return self.last_error
+            return ""
+
     def health(self, node: str, model: str, ready: bool, thresholds: DiagnosticsSettings) -> HealthItem:
-        return perception_item(node, model=model, ready=ready, pending=self.pending(),
+        item = perception_item(node, model=model, ready=ready, pending=self.pending(),
                                max_queue=self.max_queue, described=self.described,
                                failed=self.failed, dropped=self.dropped,
                                dropped_recent=self.dropped_window.count(),
                                recent_outcomes=list(self.outcomes), latency=self.latency,
                                last_error=self.last_error, thresholds=thresholds)
+        item.values.update({"retry waiting": str(self.retry_waiting()),
+                            "described by retry": str(self.retried),
+                            "retries made": str(self.retry_attempts),
+                            "given up": str(self.gave_up)})
+        return item
 
     def check_alive(self) -> None:
         """Raise PerceptionError when the worker thread is no longer running."""
@@ -204,22 +249,33 @@ class PerceptionWorker:
         self._thread.join(timeout=timeout_s)
 
     # -- worker -------------------------------------------------------------------------------------
-    def _next(self) -> tuple[PerceptionJob, tuple[np.ndarray, float] | None] | None:
+    def _next(self) -> tuple[PerceptionJob, tuple[np.ndarray, float] | None, _Retry | None] | None:
+        """New key frames first; else the newest retry that is due; else wait."""
         with self._cond:
-            while not self._jobs and not self._stopping:
-                self._cond.wait()
-            if self._stopping:
-                return None
-            job = self._jobs.popleft()
-            self._busy = True
-            return job, self._previous
+            while not self._stopping:
+                if self._jobs:
+                    job = self._jobs.popleft()
+                    self._busy = True
+                    return job, self._previous, None
+                if not self._retries:
+                    self._cond.wait()
+                    continue
+                now = time.monotonic()
+                due = [r for r in self._retries if r.due <= now]
+                if due:
+                    retry = max(due, key=lambda r: r.job.keyframe_index)
+                    self._retries.remove(retry)
+                    self._busy = True
+                    return retry.job, retry.previous, retry
+                self._cond.wait(timeout=min(r.due for r in self._retries) - now)
+            return None
 
     def _run(self) -> None:
         while True:
             item = self._next()
             if item is None:
                 return
-            job, previous = item
+            job, previous, retry = item
             try:
                 if job.skip:
                     with self._cond:
@@ -227,14 +283,60 @@ class PerceptionWorker:
                             self._previous = (job.image, job.stamp_s)
                             self.progress.mark_done(job.keyframe_index)
                     continue
-                description = self._describe(job, previous)
-                self._record(job, description)
+                if retry is not None:
+                    with self._cond:
+                        self.retry_attempts += 1
+                description = self._describe(job, previous, quiet=retry is not None)
+                if retry is None:
+                    self._record(job, description)
+                    if description.mode == "failed":
+                        self._schedule_retry(_Retry(job, previous, 1, 0.0))
+                elif description.mode == "failed":
+                    retry.attempts += 1
+                    self._note_outcome(False, description.raw_text)
+                    self._schedule_retry(retry)
+                else:
+                    self._record(job, description, retried=True)
             finally:
                 with self._cond:
                     self._busy = False
 
-    def _describe(self, job: PerceptionJob, previous: tuple[np.ndarray, float] | None
-                  ) -> FrameDescription:
+    def _schedule_retry(self, retry: _Retry) -> None:
+        given_up: _Retry | None = None
+        with self._cond:
+            if retry.job.episode_id != self._episode_id:
+                return
+            if retry.attempts >= MAX_RETRY_ATTEMPTS:
+                given_up = retry
+            else:
+                backoff = RETRY_BACKOFF_S[min(retry.attempts - 1, len(RETRY_BACKOFF_S) - 1)]
+                retry.due = time.monotonic() + backoff
+                self._retries.append(retry)
+                if len(self._retries) > self.max_queue:
+                    given_up = min(self._retries, key=lambda r: r.job.keyframe_index)
+                    self._retries.remove(given_up)
+            if given_up is not None:
+                self.gave_up += 1
+            self._cond.notify_all()
+        if given_up is not None:
+            LOG.warning("key frame %d stays undescribed: %d attempt(s) failed or too many "
+                        "key frames wait for a retry; last error: %s",
+                        given_up.job.keyframe_index, given_up.attempts, self.last_error)
+
+    def _note_outcome(self, ok: bool, error: str = "") -> None:
+        with self._cond:
+            if ok:
+                self.failure_streak = 0
+                now = time.monotonic()
+                for retry in self._retries:  # the backend answers again: retry now
+                    retry.due = min(retry.due, now)
+                self._cond.notify_all()
+            else:
+                self.failure_streak += 1
+                self.last_error = error
+
+    def _describe(self, job: PerceptionJob, previous: tuple[np.ndarray, float] | None,
+                  quiet: bool = False) -> FrameDescription:
         try:
             description = describe_keyframe(
                 self.perceiver, job.image, previous[0] if previous else None,
@@ -245,16 +347,20 @@ class PerceptionWorker:
                     description.action = measured
                     description.action_source = "odometry"
         except Exception as exc:  # noqa: BLE001 - any backend failure is recorded
-            LOG.error("key frame %d could not be described: %s. The answer will be based on "
-                      "the other key frames; check the perception model/server.",
-                      job.keyframe_index, exc)
+            (LOG.debug if quiet else LOG.error)(
+                "key frame %d could not be described: %s. It is retried when the model "
+                "answers again; answers meanwhile use the other key frames. Check the "
+                "perception model/server.", job.keyframe_index, exc)
             description = FrameDescription(keyframe_index=job.keyframe_index, observation="",
                                            raw_text=str(exc), mode="failed",
                                            stamp_s=job.stamp_s)
         description.episode_id = job.episode_id
         return description
 
-    def _record(self, job: PerceptionJob, description: FrameDescription) -> None:
+    def _record(self, job: PerceptionJob, description: FrameDescription,
+                retried: bool = False) -> None:
+        if not description.raw_text.startswith("dropped:"):
+            self._note_outcome(description.mode != "failed", description.raw_text)
         with self._cond:
             if job.episode_id != self._episode_id:
                 return  # described for an episode that was reset meanwhile
@@ -264,7 +370,11 @@ class PerceptionWorker:
                 self.last_error = description.raw_text
                 self.progress.mark_failed(job.keyframe_index, description.raw_text)
             else:
-                self._previous = (job.image, job.stamp_s)
+                if retried:
+                    self.retried += 1
+                    LOG.info("key frame %d described on retry", job.keyframe_index)
+                else:  # a retried (older) key frame never becomes the next pair's partner
+                    self._previous = (job.image, job.stamp_s)
                 self.described += 1
                 self.outcomes.append(True)
                 self.latency.add(description.latency_s)

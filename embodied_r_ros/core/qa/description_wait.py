@@ -65,8 +65,12 @@ def collect_descriptions(progress: ProcessedFrames, memory: EpisodeMemory, *,
                          interrupted: Callable[[], None] | None = None,
                          check_alive: Callable[[], None] | None = None,
                          pending: Callable[[], int] | None = None,
+                         perception_error: Callable[[], str] | None = None,
                          grace_s: float = DEFAULT_GRACE_S) -> CollectedDescriptions:
-    """Wait for key frames 0..last_index of `episode_id`; see the module docstring."""
+    """Wait for key frames 0..last_index of `episode_id`; see the module docstring.
+    `perception_error()` returns the error while perception is failing (several key
+    frames in a row, e.g. its server is down), else "": a deadline passing then is
+    PERCEPTION_FAILED naming that error, not a TIMEOUT blaming the model's speed."""
 
     def checks() -> None:
         if interrupted is not None:
@@ -85,6 +89,13 @@ def collect_descriptions(progress: ProcessedFrames, memory: EpisodeMemory, *,
         checks()
         if time.monotonic() >= deadline:
             queued = f" ({pending()} key frame(s) still queued)" if pending is not None else ""
+            failing = perception_error() if perception_error is not None else ""
+            if failing:
+                raise PerceptionError(
+                    f"key frame {last_index} was not described in time{queued}: perception "
+                    f"is failing, last error: {failing}. Check the perception server or "
+                    "model (perception.base_url, perception.model); failed key frames are "
+                    "retried once it answers again")
             raise RequestTimeoutError(
                 f"key frame {last_index} was not described in time{queued}; the perception "
                 "model is slower than the key-frame rate: use a faster model or server, or "

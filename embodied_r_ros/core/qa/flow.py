@@ -55,6 +55,7 @@ class DescriptionSource:
     memory: EpisodeMemory
     check_alive: Callable[[], None] | None = None
     pending: Callable[[], int] | None = None
+    perception_error: Callable[[], str] | None = None  # "" unless perception is failing
 
 
 class EpisodeAccess(Protocol):
@@ -127,7 +128,7 @@ class QuestionFlow:
                     source.progress, source.memory, episode_id=view.episode_id,
                     last_index=view.last_index, deadline=deadline, should_stop=tk.should_stop,
                     interrupted=tk.check, check_alive=source.check_alive,
-                    pending=source.pending)
+                    pending=source.pending, perception_error=source.perception_error)
                 timing.perception_s = time.monotonic() - start
                 descriptions, note = collected.descriptions, collected.note()
             stage("reasoning")

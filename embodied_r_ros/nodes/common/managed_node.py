@@ -32,6 +32,7 @@ from typing import Any
 from rclpy.client import Client
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.publisher import Publisher
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.service import Service
 from rclpy.subscription import Subscription
 from rclpy.timer import Timer
@@ -46,6 +47,48 @@ from embodied_r_ros.nodes.common.ros_params import declare_parameters, parameter
 # How long deactivate keeps a service after its last response was sent, so that the
 # response reaches the caller before the service (and its DDS writer) is destroyed.
 REPLY_LINGER_S = 1.0
+
+# QoS of the services that take questions (and of the action's goal/result/cancel
+# services). The ROS default keeps the last 10 requests: 30 callers at once overwrote
+# the oldest requests in the reader's history before the executor took them, and those
+# callers never heard back. Requests are small; a deep history costs nothing until used.
+REQUEST_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000,
+                         reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.VOLATILE)
+
+
+class DeferredReply:
+    """Returned by a tracked service callback that answers later, from another thread,
+    so that no executor thread waits for an answer (see `create_tracked_service`).
+    `complete(response)` is called exactly once by whoever computes the answer; the
+    response goes out as soon as both it and the request header are known."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._response: Any = None
+        self._send: Any = None
+        self._sent = False
+
+    def attach(self, send: Any) -> None:
+        """Called with `send(response)` once the executor would have sent the reply."""
+        with self._lock:
+            self._send = send
+        self._flush()
+
+    def complete(self, response: Any) -> None:
+        with self._lock:
+            if self._response is not None:
+                return
+            self._response = response
+        self._flush()
+
+    def _flush(self) -> None:
+        with self._lock:
+            if self._sent or self._send is None or self._response is None:
+                return
+            self._sent = True
+            send, response = self._send, self._response
+        send(response)
 
 
 def free_accelerator_memory() -> None:
@@ -78,7 +121,13 @@ class ManagedNode(LifecycleNode):
         self._active_callbacks = 0
         self._callbacks_done = threading.Condition()
         self._last_reply_at = float("-inf")  # monotonic time of the last response sent
-        self.executor_threads = 4
+        # Executor threads: action goals hold one each while they are answered, so there
+        # must be more threads than questions admitted (1 + qa.max_waiting_questions) or
+        # new requests would wait unanswered. Known here (before configure) because the
+        # executor is made before a lifecycle manager configures the node.
+        waiting = (self.get_parameter("qa.max_waiting_questions").value
+                   if "qa.max_waiting_questions" in self.parameter_names else 0)
+        self.executor_threads = max(4, int(waiting) + 6) if isinstance(waiting, int) else 10
         diag = {name: self.get_parameter(name).value for name in self.parameter_names
                 if name.startswith("diagnostics.")}
         self.thresholds = build_settings(diag).diagnostics
@@ -125,7 +174,12 @@ class ManagedNode(LifecycleNode):
         a question in progress is cancelled by deactivate). Here a call counts as running
         until its response has been handed to the middleware. Exceptions are counted and
         logged as for `tracked`; the caller then gets `default(request, response)`, or the
-        blank response when there is no default."""
+        blank response when there is no default.
+
+        A callback may return a `DeferredReply` instead of a response: the executor thread
+        is free at once and the reply is sent when the reply is completed (from any
+        thread); the call counts as running until then. Requests are read with
+        REQUEST_QOS (deep history), so a burst of callers is never overwritten unread."""
         guarded = self.guard.wrap(kind, func, default or (lambda _request, response: response))
 
         def call(request: Any, response: Any) -> Any:
@@ -136,12 +190,18 @@ class ManagedNode(LifecycleNode):
                 self._release_hold()
                 raise
 
-        service = self.create_service(srv_type, name, call, callback_group=callback_group)
+        service = self.create_service(srv_type, name, call, qos_profile=REQUEST_QOS,
+                                      callback_group=callback_group)
         send = service.send_response  # what the executor calls right after the callback
 
         def send_then_release(response: Any, header: Any) -> None:
+            if isinstance(response, DeferredReply):
+                response.attach(lambda real: send_then_release(real, header))
+                return
             try:
                 send(response, header)
+            except Exception as exc:  # noqa: BLE001 - e.g. the caller's context went away
+                self.get_logger().warning(f"could not send the reply of {kind}: {exc!r}")
             finally:
                 self._last_reply_at = time.monotonic()
                 self._release_hold()
@@ -201,6 +261,9 @@ class ManagedNode(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         try:
             self.current_settings = read_settings(self, self.parameter_names)
+            # Diagnostics settings may have changed while unconfigured: apply them now.
+            self.thresholds = self.current_settings.diagnostics
+            self.diagnostics.set_period(self.thresholds.period_s)
             self.configure_node(self.current_settings)
         except Exception as exc:  # noqa: BLE001 - every failure fails the transition
             code = exc.code.name if isinstance(exc, EmbodiedRError) else type(exc).__name__

@@ -8,6 +8,14 @@ lifecycle manager (or `ros2 lifecycle set`), and a failed configure leaves it al
 unconfigured, ready for another try. A lifecycle `shutdown` transition (from any state)
 releases everything and ends the process with code 0.
 
+SIGTERM and SIGINT (how `embodied-r launch`, `ros2 launch`, systemd and docker stop a
+node) do not tear the ROS context down under the questions in flight. The node stops as
+deactivate does (docs/reliability.md): it stops taking questions, fails the ones in
+flight with CANCELLED, keeps spinning until their replies and action results are sent,
+then shuts down (models released) and exits 0, within SHUTDOWN_BUDGET_S. A second signal
+ends it at once. Bad start-up parameters end it with exit code 2 and one line saying
+what to change (no traceback).
+
 `CallbackGuard` wraps ROS callbacks so that no input can end a node: an exception is
 counted per callback kind, logged (at most once per 5 s per kind, with the count) and the
 callback returns a safe default.
@@ -18,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -30,6 +39,9 @@ from lifecycle_msgs.msg import State
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
+
+from embodied_r_ros.core.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -117,18 +129,72 @@ def limit_malloc_arenas(arenas: int = 2) -> None:
         pass
 
 
+# After a stop signal: how long replies and action results may take to go out before the
+# node shuts down anyway (the questions themselves are failed at once).
+SHUTDOWN_BUDGET_S = 8.0
+# Time given to action results after deactivate: rclpy sends a goal's result in an
+# executor task after its execute callback returned (see QuestionServer).
+RESULT_LINGER_S = 1.0
+
+
+class _StopSignals:
+    """SIGINT/SIGTERM -> a request the main loop acts on (a plain attribute: a signal
+    handler must not take locks the interrupted main thread may hold)."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.count = 0
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self.count += 1
+        self.reason = signal.Signals(signum).name
+        if self.count > 1:  # asked twice: stop now
+            raise KeyboardInterrupt
+
+
+def _graceful_stop(node: LifecycleNode, reason: str) -> None:
+    """Deactivate (fail questions in flight with CANCELLED, send their replies), give
+    action results a moment, then shut down. Runs on its own thread while the main
+    thread keeps spinning, so the replies really go out."""
+    try:
+        node.get_logger().info(
+            f"got {reason}: failing the questions in flight with CANCELLED, sending their "
+            "replies, then shutting down")
+        if lifecycle_state(node) == "active":
+            node.trigger_deactivate()
+            time.sleep(RESULT_LINGER_S)
+        if lifecycle_state(node) != "finalized":
+            node.trigger_shutdown()
+    except Exception as exc:  # noqa: BLE001 - the main loop releases directly after the budget
+        print(f"[embodied_r_ros] {node.get_name()}: clean shutdown failed: {exc!r}",
+              file=sys.stderr, flush=True)
+
+
 def run_node(factory: Callable[[], LifecycleNode], args: list[str] | None = None,
              threads: int = 4) -> int:
     """Create the node with `factory`, autostart it if asked, spin until shutdown; return
     the process exit code."""
     limit_malloc_arenas()
-    rclpy.init(args=args if args is not None else sys.argv)
+    rclpy.init(args=args if args is not None else sys.argv,
+               signal_handler_options=SignalHandlerOptions.NO)
+    stop = _StopSignals()
+    stop.install()
     node: LifecycleNode | None = None
     try:
-        node = factory()
+        try:
+            node = factory()
+        except ConfigError as exc:
+            print(f"[embodied_r_ros] {exc}", file=sys.stderr, flush=True)
+            return 2
         if node.get_parameter("autostart").value:
             for name, trigger in (("configure", node.trigger_configure),
                                   ("activate", node.trigger_activate)):
+                if stop.reason is not None:
+                    break
                 if trigger() != TransitionCallbackReturn.SUCCESS:
                     reason = getattr(node, "last_error", "") or "see the log above"
                     print(f"[embodied_r_ros] {node.get_name()}: {name} failed: {reason}",
@@ -137,16 +203,29 @@ def run_node(factory: Callable[[], LifecycleNode], args: list[str] | None = None
         executor = MultiThreadedExecutor(num_threads=max(threads,
                                                          getattr(node, "executor_threads", 0)))
         executor.add_node(node)
+        stopping_since: float | None = None
         try:
-            # Spin until shutdown (Ctrl-C, SIGTERM via launch) or until the node is
-            # finalized by a lifecycle shutdown transition; then the process exits 0.
+            # Spin until a stop signal has been handled (or its budget is spent) or until
+            # the node is finalized by a lifecycle shutdown transition; then exit 0.
             while rclpy.ok() and lifecycle_state(node) != "finalized":
-                executor.spin_once(timeout_sec=0.2)
+                if stop.reason is not None and stopping_since is None:
+                    stopping_since = time.monotonic()
+                    threading.Thread(target=_graceful_stop, args=(node, stop.reason),
+                                     name="graceful-stop", daemon=True).start()
+                if (stopping_since is not None
+                        and time.monotonic() - stopping_since > SHUTDOWN_BUDGET_S):
+                    print(f"[embodied_r_ros] {node.get_name()}: replies not sent within "
+                          f"{SHUTDOWN_BUDGET_S:.0f}s of {stop.reason}; exiting anyway",
+                          file=sys.stderr, flush=True)
+                    break
+                executor.spin_once(timeout_sec=0.1)
             linger = time.monotonic() + 1.0  # let the shutdown request's reply go out
-            while rclpy.ok() and time.monotonic() < linger:
+            while stop.reason is None and rclpy.ok() and time.monotonic() < linger:
                 executor.spin_once(timeout_sec=0.1)
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
+        return 0
+    except KeyboardInterrupt:  # a second signal during start-up
         return 0
     finally:
         if node is not None:

@@ -37,7 +37,7 @@ from embodied_r_ros.core.qa.answerer import AnswerResult
 from embodied_r_ros.core.qa.queue import QuestionQueue, Ticket
 from embodied_r_ros.msg import SpatialAnswer
 from embodied_r_ros.nodes.common.conversions import answer_record, fill_result
-from embodied_r_ros.nodes.common.managed_node import ManagedNode
+from embodied_r_ros.nodes.common.managed_node import REQUEST_QOS, DeferredReply, ManagedNode
 from embodied_r_ros.nodes.common.qos import EVENT_QOS
 from embodied_r_ros.srv import AskSpatial
 
@@ -87,6 +87,8 @@ class QuestionServer:
                 goal_callback=node.tracked("answer goal", self._on_goal_request,
                                            lambda _goal: GoalResponse.REJECT),
                 cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+                goal_service_qos_profile=REQUEST_QOS, result_service_qos_profile=REQUEST_QOS,
+                cancel_service_qos_profile=REQUEST_QOS,
                 callback_group=ReentrantCallbackGroup())
         with self._reserved_lock:
             self._accepting = True
@@ -165,21 +167,40 @@ class QuestionServer:
 
     # -- service --------------------------------------------------------------------------------
     def _on_service(self, request: AskSpatial.Request,
-                    response: AskSpatial.Response) -> AskSpatial.Response:
+                    response: AskSpatial.Response) -> AskSpatial.Response | DeferredReply:
+        """Admission happens here, when the request is taken: BUSY (or "not active") is
+        replied at once. An admitted question is answered on a thread of its own and its
+        reply sent from there (`DeferredReply`), so no executor thread waits for an answer
+        and every later request is still taken, and admitted or refused, at once."""
         choices = list(request.choices)
         with self._reserved_lock:
             accepting = self._accepting
             ticket = self.queue.admit() if accepting else None
-        if not accepting:
-            result = AnswerResult.failure(self._not_active())
-        elif ticket is None:
-            result = AnswerResult.failure(self.queue.busy_error())
-        else:
-            result = self.ask(request.question, choices, timeout_s=request.timeout_s,
-                              on_text=None, on_stage=None, should_stop=None, ticket=ticket)
-        self._publish(request.question, choices, result)
-        fill_result(response, result)
-        return response
+        if not accepting or ticket is None:
+            result = AnswerResult.failure(self._not_active() if not accepting
+                                          else self.queue.busy_error())
+            self._publish(request.question, choices, result)
+            fill_result(response, result)
+            return response
+        deferred = DeferredReply()
+
+        def answer() -> None:
+            try:
+                result = self.ask(request.question, choices, timeout_s=request.timeout_s,
+                                  on_text=None, on_stage=None, should_stop=None, ticket=ticket)
+            except Exception as exc:  # noqa: BLE001 - the caller must still get a reply
+                self.node.guard.record("ask service", exc)
+                result = AnswerResult(success=False, error_code=ErrorCode.INTERNAL,
+                                      message="internal error while answering; see the node log")
+            try:
+                self._publish(request.question, choices, result)
+            except Exception as exc:  # noqa: BLE001
+                self.node.guard.record("answers topic", exc)
+            fill_result(response, result)
+            deferred.complete(response)
+
+        threading.Thread(target=answer, name=f"question-{ticket.number}", daemon=True).start()
+        return deferred
 
     # -- action ---------------------------------------------------------------------------------
     def _on_goal_request(self, goal: AnswerSpatial.Goal) -> GoalResponse:

@@ -163,8 +163,14 @@ def test_reset_starts_a_new_episode(clip) -> None:  # type: ignore[no-untyped-de
 
 def test_perception_failures_are_reported_not_hidden(clip) -> None:  # type: ignore[no-untyped-def]
     class Flaky(CountingPerceiver):
+        # The second key frame always fails (its retries too: a failure that lasts).
+        bad: int | None = None
+
         def describe(self, images, prompt, settings=None):  # type: ignore[no-untyped-def]
-            if len(self.calls) == 1:
+            key = hash(images[-1].tobytes())
+            if len(self.calls) == 1 and self.bad is None:
+                self.bad = key
+            if key == self.bad:
                 self.calls.append(-1)
                 raise RuntimeError("server hiccup")
             return super().describe(images, prompt, settings)

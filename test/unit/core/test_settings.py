@@ -67,7 +67,7 @@ def test_no_code_looks_parameters_up_by_dotted_name() -> None:
     tracked = subprocess.run(["git", "ls-files", "embodied_r_ros", "training", "bench"],
                              cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     allowed = {"embodied_r_ros/core/parameters.py", "embodied_r_ros/core/settings.py"}
-    lookup = re.compile(r"""\w\[f?["'][a-z_]+\.[a-z_]+["']\]""")
+    lookup = re.compile(r"""\w(\[|\.get\()f?["'][a-z_]+\.[a-z_]+["']""")
     offenders = []
     for name in tracked.stdout.split():
         if not name.endswith(".py") or name in allowed:
