@@ -131,6 +131,11 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
               "Most key frames waiting for the VLM. When perception falls behind, the "
               "oldest waiting key frame is dropped (counted, reported in answers).",
               minimum=1),
+    ParamSpec("perception.batch_size", 4,
+              "Most waiting key frames described together in one batched VLM call. Each is "
+              "still paired with its own predecessor and gets the same text as one at a "
+              "time (greedy decoding); on a GPU a batch costs about as much as one frame, "
+              "so perception keeps up with a moving robot. 1 = one at a time.", minimum=1),
     ParamSpec("perception.image_format", "jpeg",
               "Encoding of the key frames sent to the VLM: 'jpeg' (OpenCV JPEG, as the "
               "method does) or 'png' (lossless). In-process backends decode it again, so "
@@ -358,7 +363,7 @@ _MODEL_KEYS = ("backend", "model", "device", "dtype", "base_url", "api_key_env",
 def model_spec_dict(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """The `ModelSpec.from_dict` input for 'perception' or 'reasoning'."""
     spec = {key: params[f"{prefix}.{key}"] for key in _MODEL_KEYS}
-    for key in ("max_image_side", "image_format", "jpeg_quality"):
+    for key in ("max_image_side", "image_format", "jpeg_quality", "batch_size"):
         if f"{prefix}.{key}" in params:
             spec[key] = params[f"{prefix}.{key}"]
     extra = extra_json(params, prefix)

@@ -149,7 +149,8 @@ class EmbodiedRPipeline:
         self.worker = PerceptionWorker(perceiver, self.memory, settings=self.perception_settings,
                                        motion_source=motion_source, on_description=on_description,
                                        max_queue=params["perception.max_queue"],
-                                       prompts=self.prompts)
+                                       prompts=self.prompts,
+                                       batch_size=params["perception.batch_size"])
         self.judge = make_self_check(params, reasoner)
         self.answerer = QuestionAnswerer(reasoner, generation_settings(params, "reasoning"),
                                          max_keyframes=self.kf_params.max_keyframes,
