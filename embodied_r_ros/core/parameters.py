@@ -67,6 +67,26 @@ def _model_params(prefix: str, what: str, temperature: float, max_new_tokens: in
                   "Upper bound on generated tokens per call.", minimum=1),
         ParamSpec(f"{prefix}.top_p", 1.0, "Nucleus sampling mass (used when temperature > 0).",
                   minimum=0.0),
+        ParamSpec(f"{prefix}.kv_cache", "dynamic",
+                  "transformers backend: 'static' allocates the KV cache once per call, a "
+                  "shape torch.compile can capture; 'dynamic' grows it per token. Same "
+                  "greedy output (docs/gpu.md).", ("dynamic", "static")),
+        ParamSpec(f"{prefix}.max_cache_len", 0,
+                  "transformers backend, static cache: tokens it holds (prompt + answer); "
+                  "0 = sized per call. A fixed size keeps one compiled graph for every call.",
+                  minimum=0),
+        ParamSpec(f"{prefix}.compile", False,
+                  "transformers backend: compile the decoding step (torch.compile, CUDA "
+                  "graphs) to cut the per-token overhead on a GPU. Needs kv_cache "
+                  "'static'; pair it with warmup (docs/gpu.md)."),
+        ParamSpec(f"{prefix}.prompt_lookup_tokens", 0,
+                  "transformers backend: prompt-lookup decoding, this many tokens proposed "
+                  "from the prompt per step and checked in one pass (0 = off). Same greedy "
+                  "output; helps a model that quotes its prompt (the reasoning model).",
+                  minimum=0),
+        ParamSpec(f"{prefix}.warmup", False,
+                  "transformers backend: run short generations at configure, so the first "
+                  "request does not pay compilation."),
         ParamSpec(f"{prefix}.extra_json", "{}",
                   "Extra backend options as a JSON object, e.g. vLLM's "
                   '{"tensor_parallel_size": 2, "gpu_memory_utilization": 0.8}.'),
@@ -363,7 +383,8 @@ _MODEL_KEYS = ("backend", "model", "device", "dtype", "base_url", "api_key_env",
 def model_spec_dict(params: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """The `ModelSpec.from_dict` input for 'perception' or 'reasoning'."""
     spec = {key: params[f"{prefix}.{key}"] for key in _MODEL_KEYS}
-    for key in ("max_image_side", "image_format", "jpeg_quality", "batch_size"):
+    for key in ("max_image_side", "image_format", "jpeg_quality", "batch_size", "kv_cache",
+                "max_cache_len", "compile", "prompt_lookup_tokens", "warmup"):
         if f"{prefix}.{key}" in params:
             spec[key] = params[f"{prefix}.{key}"]
     extra = extra_json(params, prefix)
