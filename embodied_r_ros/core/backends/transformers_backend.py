@@ -277,12 +277,12 @@ class _TransformersBase:
 
     _error_cls: type[EmbodiedRError] = ReasoningError
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, source: str | None = None) -> None:
         self.spec = spec
         self.name = f"transformers:{spec.model}"
         self._lock = threading.Lock()
         self._closed = False
-        self.source = locate_model(spec)
+        self.source = locate_model(spec) if source is None else source
         self.device = resolve_device(spec.device)
         self.dtype = resolve_dtype(spec.dtype, self.device)
         self.warmup_s = 0.0  # time the load-time warm-up took (0 when off)
@@ -415,13 +415,26 @@ class TransformersPerceiver(_TransformersBase):
             model = AutoModelForImageTextToText.from_pretrained(self.source, **self._model_kwargs())
         except Exception as exc:  # noqa: BLE001
             raise _load_error(spec, self.source, "an image-text-to-text model", exc) from exc
+        self._finish(model)
+
+    @classmethod
+    def from_loaded(cls, spec: ModelSpec, model: Any, processor: Any) -> TransformersPerceiver:
+        """A perceiver around a model and processor already in memory (benchmarks build
+        random-weight models at published shapes this way); `spec` gives the rest."""
+        self = cls.__new__(cls)
+        _TransformersBase.__init__(self, spec, source="<in memory>")
+        self._processor = processor
+        self._finish(model)
+        return self
+
+    def _finish(self, model: Any) -> None:
         self._model = self._place(model)
         tokenizer = self._processor.tokenizer
         tokenizer.padding_side = "left"
         self._eos, self._pad = _eos_and_pad(self._model, tokenizer)
         if tokenizer.pad_token_id is None and self._pad is not None:
             tokenizer.pad_token_id = self._pad
-        if spec.warmup:
+        if self.spec.warmup:
             self.warmup()
 
     def warmup(self) -> None:
@@ -518,12 +531,25 @@ class TransformersReasoner(_TransformersBase):
             model = loader(self.source, **self._model_kwargs())
         except Exception as exc:  # noqa: BLE001
             raise _load_error(spec, self.source, what, exc) from exc
+        self._finish(model)
+
+    @classmethod
+    def from_loaded(cls, spec: ModelSpec, model: Any, tokenizer: Any) -> TransformersReasoner:
+        """A reasoner around a model and tokenizer already in memory (see the perceiver's)."""
+        self = cls.__new__(cls)
+        _TransformersBase.__init__(self, spec, source="<in memory>")
+        self.text_only_vlm = getattr(model.config, "model_type", "") in VISION_MODEL_TYPES
+        self._tokenizer = tokenizer
+        self._finish(model)
+        return self
+
+    def _finish(self, model: Any) -> None:
         self._model = self._place(model)
         self._tokenizer.padding_side = "left"
         self._eos, self._pad = _eos_and_pad(self._model, self._tokenizer)
         if self._tokenizer.pad_token_id is None and self._pad is not None:
             self._tokenizer.pad_token_id = self._pad
-        if spec.warmup:
+        if self.spec.warmup:
             self.warmup()
 
     def warmup(self) -> None:

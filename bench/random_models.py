@@ -1,0 +1,100 @@
+"""Backends for the GPU benchmarks: the real backend classes around models built here.
+
+The GPU machine this project borrows has no network and no weights, so its benchmarks
+run the published architectures with random weights (as bench/gpu_latency.py does). This
+module puts such a model behind the project's real `TransformersPerceiver` /
+`TransformersReasoner` (`from_loaded`), so a benchmark measures the robot's code path:
+chat template, image encoding, processor, batching, decoding options.
+
+Text goes through the tiny byte-level tokenizer built by embodied_r_ros.testing.tiny_models
+(no download); the full-size model keeps its published vocabulary size, so the output
+layer costs what it costs with real weights (ids the tiny tokenizer does not know decode
+to nothing). Output lengths are pinned (min_new_tokens = max_new_tokens): random weights
+would otherwise stop at a random place.
+
+Sizes: "full" = Qwen2.5-VL-7B-Instruct and Qwen2.5-3B-Instruct shapes (a GPU);
+"tiny" = the tiny model folders themselves, loaded as the robot loads a model (a CPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from embodied_r_ros.core.backends.model_spec import ModelSpec
+
+SIZES = ("tiny", "full")
+
+
+def tiny_folders(workdir: str | Path) -> Any:
+    """The tiny model folders (built once, reused): tokenizers, processor, tiny models."""
+    from embodied_r_ros.testing.tiny_models import build_tiny_models
+
+    return build_tiny_models(Path(workdir) / "tiny_models")
+
+
+def pinned(spec: ModelSpec) -> ModelSpec:
+    """`spec` with output length pinned to max_new_tokens (random weights)."""
+    extra = dict(spec.extra)
+    extra["generate_kwargs"] = {**(extra.get("generate_kwargs") or {}),
+                                "min_new_tokens": int(spec.max_new_tokens)}
+    return dataclasses.replace(spec, extra=extra)
+
+
+def _special_ids(tokenizer: Any) -> dict[str, int]:
+    names = {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
+             "vision_start_token_id": "<|vision_start|>",
+             "vision_end_token_id": "<|vision_end|>"}
+    return {key: int(tokenizer.convert_tokens_to_ids(tok)) for key, tok in names.items()}
+
+
+def make_perceiver(size: str, spec: ModelSpec, folders: Any) -> Any:
+    """A TransformersPerceiver of `size` ("tiny": the tiny folder; "full": 7B shapes)."""
+    from embodied_r_ros.core.backends.transformers_backend import (
+        TransformersPerceiver,
+        resolve_device,
+        resolve_dtype,
+    )
+
+    if size == "tiny":
+        return TransformersPerceiver(pinned(dataclasses.replace(spec, model=str(folders.vlm))))
+    import torch
+    from transformers import AutoProcessor
+
+    from bench.gpu_latency import QWEN25_VL_7B, build_vlm
+
+    processor = AutoProcessor.from_pretrained(str(folders.vlm))
+    budget = QWEN25_VL_7B["image_processor"]
+    processor.image_processor.min_pixels = budget["min_pixels"]
+    processor.image_processor.max_pixels = budget["max_pixels"]
+    processor.image_processor.size = {"shortest_edge": budget["min_pixels"],
+                                      "longest_edge": budget["max_pixels"]}
+    config = dict(QWEN25_VL_7B)
+    config["tokens"] = {**_special_ids(processor.tokenizer), "first_special_id": 0}
+    device = resolve_device(spec.device)
+    model = build_vlm(config, torch, device, resolve_dtype(spec.dtype, device),
+                      str(spec.extra.get("attn_implementation", "sdpa")))
+    return TransformersPerceiver.from_loaded(pinned(spec), model, processor)
+
+
+def make_reasoner(size: str, spec: ModelSpec, folders: Any) -> Any:
+    """A TransformersReasoner of `size` ("tiny": the tiny folder; "full": 3B shapes)."""
+    from embodied_r_ros.core.backends.transformers_backend import (
+        TransformersReasoner,
+        resolve_device,
+        resolve_dtype,
+    )
+
+    if size == "tiny":
+        return TransformersReasoner(pinned(dataclasses.replace(spec, model=str(folders.lm))))
+    import torch
+    from transformers import AutoTokenizer
+
+    from bench.gpu_latency import QWEN25_3B, build_lm
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folders.lm))
+    device = resolve_device(spec.device)
+    model = build_lm(QWEN25_3B, torch, device, resolve_dtype(spec.dtype, device),
+                     str(spec.extra.get("attn_implementation", "sdpa")))
+    return TransformersReasoner.from_loaded(pinned(spec), model, tokenizer)
