@@ -49,22 +49,21 @@ def _special_ids(tokenizer: Any) -> dict[str, int]:
     return {key: int(tokenizer.convert_tokens_to_ids(tok)) for key, tok in names.items()}
 
 
-def make_perceiver(size: str, spec: ModelSpec, folders: Any) -> Any:
-    """A TransformersPerceiver of `size` ("tiny": the tiny folder; "full": 7B shapes)."""
-    from embodied_r_ros.core.backends.transformers_backend import (
-        TransformersPerceiver,
-        resolve_device,
-        resolve_dtype,
-    )
-
-    if size == "tiny":
-        return TransformersPerceiver(pinned(dataclasses.replace(spec, model=str(folders.vlm))))
+def perception_parts(size: str, spec: ModelSpec, folders: Any) -> tuple[Any, Any]:
+    """(model, processor) of `size` ("tiny": the tiny folder; "full": 7B shapes)."""
     import torch
-    from transformers import AutoProcessor
+    from transformers import AutoModelForImageTextToText, AutoProcessor
 
+    from embodied_r_ros.core.backends.transformers_backend import resolve_device, resolve_dtype
+
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device)
+    processor = AutoProcessor.from_pretrained(str(folders.vlm))
+    if size == "tiny":
+        model = AutoModelForImageTextToText.from_pretrained(str(folders.vlm), dtype=dtype)
+        return model.to(device).eval(), processor
     from bench.gpu_latency import QWEN25_VL_7B, build_vlm
 
-    processor = AutoProcessor.from_pretrained(str(folders.vlm))
     budget = QWEN25_VL_7B["image_processor"]
     processor.image_processor.min_pixels = budget["min_pixels"]
     processor.image_processor.max_pixels = budget["max_pixels"]
@@ -72,29 +71,48 @@ def make_perceiver(size: str, spec: ModelSpec, folders: Any) -> Any:
                                       "longest_edge": budget["max_pixels"]}
     config = dict(QWEN25_VL_7B)
     config["tokens"] = {**_special_ids(processor.tokenizer), "first_special_id": 0}
-    device = resolve_device(spec.device)
-    model = build_vlm(config, torch, device, resolve_dtype(spec.dtype, device),
+    model = build_vlm(config, torch, device, dtype,
                       str(spec.extra.get("attn_implementation", "sdpa")))
+    return model, processor
+
+
+def reasoning_parts(size: str, spec: ModelSpec, folders: Any) -> tuple[Any, Any]:
+    """(model, tokenizer) of `size` ("tiny": the tiny folder; "full": 3B shapes)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from embodied_r_ros.core.backends.transformers_backend import resolve_device, resolve_dtype
+
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device)
+    tokenizer = AutoTokenizer.from_pretrained(str(folders.lm))
+    if size == "tiny":
+        model = AutoModelForCausalLM.from_pretrained(str(folders.lm), dtype=dtype)
+        return model.to(device).eval(), tokenizer
+    from bench.gpu_latency import QWEN25_3B, build_lm
+
+    model = build_lm(QWEN25_3B, torch, device, dtype,
+                     str(spec.extra.get("attn_implementation", "sdpa")))
+    return model, tokenizer
+
+
+def make_perceiver(size: str, spec: ModelSpec, folders: Any, parts: tuple[Any, Any] | None = None
+                   ) -> Any:
+    """A TransformersPerceiver around a model of `size` (or around `parts`, reused)."""
+    from embodied_r_ros.core.backends.transformers_backend import TransformersPerceiver
+
+    if size == "tiny" and parts is None:  # loaded exactly as the robot loads a folder
+        return TransformersPerceiver(pinned(dataclasses.replace(spec, model=str(folders.vlm))))
+    model, processor = parts or perception_parts(size, spec, folders)
     return TransformersPerceiver.from_loaded(pinned(spec), model, processor)
 
 
-def make_reasoner(size: str, spec: ModelSpec, folders: Any) -> Any:
-    """A TransformersReasoner of `size` ("tiny": the tiny folder; "full": 3B shapes)."""
-    from embodied_r_ros.core.backends.transformers_backend import (
-        TransformersReasoner,
-        resolve_device,
-        resolve_dtype,
-    )
+def make_reasoner(size: str, spec: ModelSpec, folders: Any, parts: tuple[Any, Any] | None = None
+                  ) -> Any:
+    """A TransformersReasoner around a model of `size` (or around `parts`, reused)."""
+    from embodied_r_ros.core.backends.transformers_backend import TransformersReasoner
 
-    if size == "tiny":
+    if size == "tiny" and parts is None:
         return TransformersReasoner(pinned(dataclasses.replace(spec, model=str(folders.lm))))
-    import torch
-    from transformers import AutoTokenizer
-
-    from bench.gpu_latency import QWEN25_3B, build_lm
-
-    tokenizer = AutoTokenizer.from_pretrained(str(folders.lm))
-    device = resolve_device(spec.device)
-    model = build_lm(QWEN25_3B, torch, device, resolve_dtype(spec.dtype, device),
-                     str(spec.extra.get("attn_implementation", "sdpa")))
+    model, tokenizer = parts or reasoning_parts(size, spec, folders)
     return TransformersReasoner.from_loaded(pinned(spec), model, tokenizer)
