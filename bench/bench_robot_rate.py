@@ -13,6 +13,7 @@ model answers from the descriptions in memory. Reported:
 * question latency under that load: wait for perception + reasoning = total.
 
     python -m bench.bench_robot_rate --tiny                    # CPU, tiny models, ~20 s
+                                                               # (a key frame every 0.2 s)
     python -m bench.bench_robot_rate --size full               # GPU: 7B + 3B shapes,
                                                                # random weights, 2 s x 5 min
     python -m bench.bench_robot_rate --params my_robot.yaml    # the robot's own models
@@ -253,7 +254,7 @@ def format_report(report: RobotRateReport) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true",
-                   help="tiny models on the CPU, CI-size: a key frame every 0.05 s for 6 s")
+                   help="tiny models on the CPU, CI-size: a key frame every 0.2 s for 12 s")
     p.add_argument("--size", choices=("tiny", "full"), default=None,
                    help="tiny folders, or 7B + 3B published shapes with random weights")
     p.add_argument("--params", default=None,
@@ -278,20 +279,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help='model spec keys as JSON, e.g. \'{"kv_cache": "static"}\'')
     p.add_argument("--reasoning-options", type=json.loads, default={},
                    help='model spec keys as JSON, e.g. \'{"prompt_lookup_tokens": 10}\'')
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (1 with --tiny: on a shared CPU, more threads "
+                        "spin against other processes and make timings erratic)")
     p.add_argument("--workdir", default=None, help="where the tiny folders are built")
     p.add_argument("--json", dest="json_path", default=None, help="also write the numbers here")
     args = p.parse_args(argv)
     tiny = args.tiny
     defaults = {
         "size": "tiny" if tiny else "full", "device": "cpu" if tiny else "cuda",
-        "dtype": "float32" if tiny else "bfloat16", "interval": 0.05 if tiny else 2.0,
-        "duration": 6.0 if tiny else 300.0, "image_size": "160x120" if tiny else "640x480",
-        "vlm_new_tokens": 16 if tiny else 256, "lm_new_tokens": 32 if tiny else 256,
-        "question_every": 3.0 if tiny else 30.0,
+        "dtype": "float32" if tiny else "bfloat16", "interval": 0.2 if tiny else 2.0,
+        "duration": 12.0 if tiny else 300.0, "image_size": "160x120" if tiny else "640x480",
+        "vlm_new_tokens": 64 if tiny else 256, "lm_new_tokens": 32 if tiny else 256,
+        "question_every": 4.0 if tiny else 30.0,
     }
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.threads is None and tiny:
+        args.threads = 1
     if args.workdir is None:
         args.workdir = str(Path(tempfile.gettempdir()) / "embodied_r_bench")
     return args
@@ -303,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # Drops are counted in the report; one warning per dropped key frame would bury it.
     logging.getLogger("embodied_r_ros.perception").setLevel(logging.ERROR)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     start = time.monotonic()
     perceiver, reasoner, batch = build_models(args)
     build_s = time.monotonic() - start

