@@ -70,6 +70,26 @@ def _model_params(prefix: str, what: str, temperature: float, max_new_tokens: in
                   "Upper bound on generated tokens per call.", minimum=1),
         ParamSpec(f"{prefix}.top_p", 1.0, "Nucleus sampling mass (used when temperature > 0).",
                   minimum=0.0),
+        ParamSpec(f"{prefix}.kv_cache", "dynamic",
+                  "transformers backend: 'static' allocates the KV cache once per call, a "
+                  "shape torch.compile can capture; 'dynamic' grows it per token. Same "
+                  "greedy output (docs/gpu.md).", ("dynamic", "static")),
+        ParamSpec(f"{prefix}.max_cache_len", 0,
+                  "transformers backend, static cache: tokens it holds (prompt + answer); "
+                  "0 = sized per call. A fixed size keeps one compiled graph for every call.",
+                  minimum=0),
+        ParamSpec(f"{prefix}.compile", False,
+                  "transformers backend: compile the decoding step (torch.compile, CUDA "
+                  "graphs) to cut the per-token overhead on a GPU. Needs kv_cache "
+                  "'static'; pair it with warmup (docs/gpu.md)."),
+        ParamSpec(f"{prefix}.prompt_lookup_tokens", 0,
+                  "transformers backend: prompt-lookup decoding, this many tokens proposed "
+                  "from the prompt per step and checked in one pass (0 = off). Same greedy "
+                  "output; helps a model that quotes its prompt (the reasoning model).",
+                  minimum=0),
+        ParamSpec(f"{prefix}.warmup", False,
+                  "transformers backend: run short generations at configure, so the first "
+                  "request does not pay compilation."),
         ParamSpec(f"{prefix}.extra_json", "{}",
                   "Extra backend options as a JSON object, e.g. vLLM's "
                   '{"tensor_parallel_size": 2, "gpu_memory_utilization": 0.8}.'),
@@ -135,6 +155,11 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
               "Most key frames waiting for the VLM. When perception falls behind, the "
               "oldest waiting key frame is dropped (counted, reported in answers).",
               minimum=1),
+    ParamSpec("perception.batch_size", 4,
+              "Most waiting key frames described together in one batched VLM call. Each is "
+              "still paired with its own predecessor and gets the same text as one at a "
+              "time (greedy decoding); on a GPU a batch costs about as much as one frame, "
+              "so perception keeps up with a moving robot. 1 = one at a time.", minimum=1),
     ParamSpec("perception.image_format", "jpeg",
               "Encoding of the key frames sent to the VLM: 'jpeg' (OpenCV JPEG, as the "
               "method does) or 'png' (lossless). In-process backends decode it again, so "

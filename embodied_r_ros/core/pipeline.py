@@ -114,7 +114,8 @@ class EmbodiedRPipeline:
         self.worker = PerceptionWorker(perceiver, self.memory, settings=self.perception_settings,
                                        motion_source=motion_source, on_description=on_description,
                                        max_queue=settings.perception.max_queue,
-                                       prompts=self.prompts)
+                                       prompts=self.prompts,
+                                       batch_size=settings.perception.batch_size)
         self.judge = make_self_check(settings, reasoner)
         self.answerer = QuestionAnswerer(reasoner, settings.reasoning.generation(),
                                          max_keyframes=self.kf_params.max_keyframes,

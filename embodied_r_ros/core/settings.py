@@ -57,6 +57,11 @@ class ModelSettings:
     temperature: float
     max_new_tokens: int
     top_p: float
+    kv_cache: str
+    max_cache_len: int
+    compile: bool
+    prompt_lookup_tokens: int
+    warmup: bool
     extra_json: str
 
     def generation(self) -> GenerationSettings:
@@ -68,7 +73,7 @@ class ModelSettings:
         perception model and the parsed `extra_json` when it is not empty."""
         spec = {f.name: getattr(self, f.name) for f in dataclasses.fields(ModelSettings)
                 if f.name != "extra_json"}
-        for key in ("max_image_side", "image_format", "jpeg_quality"):
+        for key in ("max_image_side", "image_format", "jpeg_quality", "batch_size"):
             if hasattr(self, key):
                 spec[key] = getattr(self, key)
         extra = json.loads(self.extra_json or "{}")  # checked by build_settings
@@ -82,6 +87,7 @@ class PerceptionSettings(ModelSettings):
     mode: str
     max_image_side: int
     max_queue: int
+    batch_size: int
     image_format: str
     jpeg_quality: int
     use_odometry: bool

@@ -76,7 +76,7 @@ class PerceptionNode(ManagedNode):
             perceiver, None, settings=settings.perception.generation(),
             motion_source=self.odometry.motion_label if self.odometry else None,
             on_description=self._publish, max_queue=settings.perception.max_queue,
-            episode_id="", prompts=prompts)
+            episode_id="", prompts=prompts, batch_size=settings.perception.batch_size)
 
     def activate_node(self) -> None:
         with self._lock:

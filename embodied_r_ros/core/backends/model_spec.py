@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 BACKENDS = ("transformers", "openai", "vllm")
 IMAGE_FORMATS = ("jpeg", "png")
 DTYPES = ("auto", "bfloat16", "float16", "float32")
+KV_CACHES = ("dynamic", "static")
 _DEVICE_RE = re.compile(r"^(auto|cpu|cuda|cuda:\d+|mps)$")
 
 
@@ -77,6 +78,26 @@ class ModelSpec:
         batch_size: most requests generated together by `describe_batch` /
             `generate_batch`; larger inputs are split into chunks of this size.
         trust_remote_code: allow custom modelling code from the model folder/hub repo.
+        kv_cache: transformers backend: "dynamic" (grows per token, the default) or
+            "static" (allocated once per call at its final size, a shape that
+            `torch.compile` can capture). Greedy output is the same either way.
+        max_cache_len: transformers backend, static cache only: tokens the cache holds
+            (prompt + answer). 0 sizes it for each call; a fixed size (e.g. 6144 for the
+            reasoning model) keeps one compiled graph for every call.
+        compile: transformers backend: compile the decoding step with `torch.compile`
+            (mode "reduce-overhead", i.e. CUDA graphs), which removes most of the Python
+            and kernel-launch cost per token on a GPU. Needs kv_cache "static". The
+            first call of each shape pays the compilation; set `warmup` so that happens
+            at configure. `extra.compile_config` (a mapping of `transformers.CompileConfig`
+            fields, e.g. {backend: eager}) overrides the defaults. Off by default: it does
+            not help on a CPU.
+        prompt_lookup_tokens: transformers backend: prompt-lookup decoding, proposing
+            this many tokens copied from the prompt where the last generated words
+            occur in it, all checked by one forward pass (0 = off). Helps the reasoning
+            model, whose reasoning quotes the frame descriptions; greedy output is
+            unchanged. Used for single requests only (batched calls decode plainly).
+        warmup: transformers backend: run short generations when the model is loaded,
+            so that the first real request does not pay compilation and allocation.
         extra: backend-specific keyword arguments. vllm: passed to `vllm.LLM` (e.g.
             tensor_parallel_size, gpu_memory_utilization, max_model_len,
             limit_mm_per_prompt). transformers: passed to `from_pretrained` of the model
@@ -107,6 +128,11 @@ class ModelSpec:
     jpeg_quality: int = 95
     batch_size: int = 4
     trust_remote_code: bool = False
+    kv_cache: str = "dynamic"
+    max_cache_len: int = 0
+    compile: bool = False
+    prompt_lookup_tokens: int = 0
+    warmup: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -170,6 +196,16 @@ class ModelSpec:
                f"must be one of {', '.join(IMAGE_FORMATS)}", self.image_format)
         _check(1 <= self.jpeg_quality <= 100, "jpeg_quality", "must be in 1..100", self.jpeg_quality)
         _check(self.batch_size >= 1, "batch_size", "must be >= 1", self.batch_size)
+        _check(self.kv_cache in KV_CACHES, "kv_cache", f"must be one of {', '.join(KV_CACHES)}",
+               self.kv_cache)
+        _check(self.max_cache_len == 0 or self.max_cache_len > self.max_new_tokens,
+               "max_cache_len", "must be 0 (per call) or more than max_new_tokens",
+               self.max_cache_len)
+        _check(not self.compile or self.kv_cache == "static", "compile",
+               "needs kv_cache: static (a dynamic cache changes shape every token)",
+               self.compile)
+        _check(self.prompt_lookup_tokens >= 0, "prompt_lookup_tokens", "must be >= 0 (0 = off)",
+               self.prompt_lookup_tokens)
         if not isinstance(self.extra, dict):
             raise ConfigError(f"extra: must be a mapping, got {type(self.extra).__name__}")
         moved = sorted(k for k in ("image_format", "jpeg_quality") if k in self.extra)

@@ -7,11 +7,18 @@
 
 torch and transformers are imported when a backend is constructed, not at import time.
 Every generate call holds a per-instance lock, so one instance may be shared by threads.
+
+Decoding fast path (each a ModelSpec option, all off by default; docs/gpu.md): a static
+KV cache (`kv_cache`, `max_cache_len`), `torch.compile` of the decoding step with CUDA
+graphs (`compile`), prompt-lookup decoding (`prompt_lookup_tokens`) and a warm-up at load
+time (`warmup`). None of them changes greedy output (test/unit/backends).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +41,11 @@ from embodied_r_ros.core.errors import (
 from embodied_r_ros.core.types import ChatMessage, GenerationSettings
 
 VISION_MODEL_TYPES = frozenset({"qwen2_5_vl", "qwen2_vl"})
+# `extra` keys read by this backend itself, not passed to `from_pretrained`.
+_OWN_EXTRA_KEYS = ("processor_kwargs", "generate_kwargs", "compile_config")
+# Tokens generated per warm-up call: enough to run (and compile) the decoding step.
+WARMUP_NEW_TOKENS = 8
+LOG = logging.getLogger("embodied_r_ros.backends")
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -89,6 +101,64 @@ def generation_kwargs(settings: GenerationSettings, eos_ids: list[int], pad_id: 
         config.top_p = float(settings.top_p)
         config.top_k = 0
     return {"generation_config": config}
+
+
+def compile_config(spec: ModelSpec) -> Any:
+    """The `transformers.CompileConfig` for `spec.compile`: mode "reduce-overhead" (CUDA
+    graphs) unless `extra.compile_config` says otherwise. transformers compiles only on
+    accelerators by itself; an explicit `compile: true` is honoured on any device."""
+    from transformers import CompileConfig
+
+    options = spec.extra.get("compile_config") or {}
+    if not isinstance(options, dict):
+        raise ModelUnavailableError(
+            f"model {spec.model!r} (backend transformers): extra.compile_config must be a "
+            f"mapping of CompileConfig fields, got {options!r}"
+        )
+    try:
+        config = CompileConfig(**options)
+    except TypeError as exc:
+        raise ModelUnavailableError(
+            f"model {spec.model!r} (backend transformers): extra.compile_config: {exc}"
+        ) from exc
+    vars(config)["_compile_all_devices"] = True  # a private field: compile on any device
+    return config
+
+
+def decoding_options(spec: ModelSpec, rows: int, prompt_tokens: int,
+                     max_new_tokens: int) -> dict[str, Any]:
+    """GenerationConfig fields of the spec's decoding fast path for one generate call of
+    `rows` sequences whose (padded) prompt has `prompt_tokens` tokens.
+
+    Prompt lookup runs for single sequences only (transformers' assisted decoding takes
+    one sequence). A fixed `max_cache_len` too small for this call is replaced by the
+    call's own size instead of failing; with prompt lookup that size leaves room for the
+    candidates written past the last accepted token. Compilation is switched off unless
+    asked for: transformers would otherwise compile any static-cache call on a GPU.
+    """
+    options: dict[str, Any] = {}
+    lookup = int(spec.prompt_lookup_tokens) if rows == 1 else 0
+    if spec.kv_cache == "static":
+        options["cache_implementation"] = "static"
+        # Prompt lookup may write a full set of candidates past the last kept token.
+        headroom = lookup + 1 if lookup else 0
+        needed = prompt_tokens + max_new_tokens + headroom
+        if spec.max_cache_len and needed <= spec.max_cache_len:
+            options["max_cache_len"] = int(spec.max_cache_len)
+        else:
+            if spec.max_cache_len:
+                LOG.warning("%s: prompt (%d tokens) + max_new_tokens (%d) exceed max_cache_len "
+                            "%d; this call sizes its own cache (and may recompile)", spec.model,
+                            prompt_tokens, max_new_tokens, spec.max_cache_len)
+            if headroom:
+                options["max_cache_len"] = needed
+    if spec.compile:
+        options["compile_config"] = compile_config(spec)
+    else:
+        options["disable_compile"] = True
+    if lookup:
+        options["prompt_lookup_num_tokens"] = lookup
+    return options
 
 
 def _eos_and_pad(model: Any, tokenizer: Any) -> tuple[list[int], int | None]:
@@ -207,19 +277,19 @@ class _TransformersBase:
 
     _error_cls: type[EmbodiedRError] = ReasoningError
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, source: str | None = None) -> None:
         self.spec = spec
         self.name = f"transformers:{spec.model}"
         self._lock = threading.Lock()
         self._closed = False
-        self.source = locate_model(spec)
+        self.source = locate_model(spec) if source is None else source
         self.device = resolve_device(spec.device)
         self.dtype = resolve_dtype(spec.dtype, self.device)
+        self.warmup_s = 0.0  # time the load-time warm-up took (0 when off)
 
     def _model_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"dtype": self.dtype, "trust_remote_code": self.spec.trust_remote_code}
-        kwargs.update({k: v for k, v in self.spec.extra.items()
-                       if k not in ("processor_kwargs", "generate_kwargs")})
+        kwargs.update({k: v for k, v in self.spec.extra.items() if k not in _OWN_EXTRA_KEYS})
         return kwargs
 
     def _processor_kwargs(self) -> dict[str, Any]:
@@ -251,6 +321,10 @@ class _TransformersBase:
 
         watchdog = _Watchdog(should_stop, self.spec.timeout_s)
         kwargs = generation_kwargs(settings, eos, pad)
+        ids = inputs["input_ids"]
+        for key, value in decoding_options(self.spec, int(ids.shape[0]), int(ids.shape[1]),
+                                           int(settings.max_new_tokens)).items():
+            setattr(kwargs["generation_config"], key, value)
         # `extra.generate_kwargs` (e.g. {"repetition_penalty": 1.05}) reach model.generate.
         kwargs.update(self.spec.extra.get("generate_kwargs") or {})
         with self._lock:
@@ -276,6 +350,24 @@ class _TransformersBase:
                 f"{self.name}: generation exceeded timeout_s={self.spec.timeout_s:g} s"
             )
         return output
+
+    def _warmup_settings(self) -> GenerationSettings:
+        settings = self.spec.settings()
+        return dataclasses.replace(settings, max_new_tokens=min(WARMUP_NEW_TOKENS,
+                                                                settings.max_new_tokens))
+
+    def _warm(self, calls: Callable[[], Any]) -> None:
+        """Run `calls` twice (CUDA graphs are recorded on a later call than the one that
+        compiles); `warmup_s` is the time taken. A failure fails the load."""
+        start = time.monotonic()
+        try:
+            for _ in range(2):
+                calls()
+        except EmbodiedRError as exc:
+            raise ModelUnavailableError(
+                f"model {self.spec.model!r} (backend transformers): warm-up failed: {exc}"
+            ) from exc
+        self.warmup_s = time.monotonic() - start
 
     def _move(self, batch: Any) -> dict[str, Any]:
         device = self.device if "device_map" not in self.spec.extra else self._first_device()
@@ -323,12 +415,41 @@ class TransformersPerceiver(_TransformersBase):
             model = AutoModelForImageTextToText.from_pretrained(self.source, **self._model_kwargs())
         except Exception as exc:  # noqa: BLE001
             raise _load_error(spec, self.source, "an image-text-to-text model", exc) from exc
+        self._finish(model)
+
+    @classmethod
+    def from_loaded(cls, spec: ModelSpec, model: Any, processor: Any) -> TransformersPerceiver:
+        """A perceiver around a model and processor already in memory (benchmarks build
+        random-weight models at published shapes this way); `spec` gives the rest."""
+        self = cls.__new__(cls)
+        _TransformersBase.__init__(self, spec, source="<in memory>")
+        self._processor = processor
+        self._finish(model)
+        return self
+
+    def _finish(self, model: Any) -> None:
         self._model = self._place(model)
         tokenizer = self._processor.tokenizer
         tokenizer.padding_side = "left"
         self._eos, self._pad = _eos_and_pad(self._model, tokenizer)
         if tokenizer.pad_token_id is None and self._pad is not None:
             tokenizer.pad_token_id = self._pad
+        if self.spec.warmup:
+            self.warmup()
+
+    def warmup(self) -> None:
+        """Describe a synthetic frame alone and a full batch of pairs, so the shapes the
+        robot uses (one image; `batch_size` requests of two images) are compiled."""
+        rng = np.random.default_rng(0)
+        frame = rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)
+        settings = self._warmup_settings()
+        pair: PerceptionRequest = ([frame, frame], "Warm-up: describe the change.")
+
+        def calls() -> None:
+            self.describe([frame], "Warm-up: describe the scene.", settings)
+            self.describe_batch([pair] * self.spec.batch_size, settings)
+
+        self._warm(calls)
 
     def _prompt_text(self, n_images: int, prompt: str) -> str:
         # Prompt text first, then the images: the reference's order (docs/method.md §3).
@@ -410,11 +531,34 @@ class TransformersReasoner(_TransformersBase):
             model = loader(self.source, **self._model_kwargs())
         except Exception as exc:  # noqa: BLE001
             raise _load_error(spec, self.source, what, exc) from exc
+        self._finish(model)
+
+    @classmethod
+    def from_loaded(cls, spec: ModelSpec, model: Any, tokenizer: Any) -> TransformersReasoner:
+        """A reasoner around a model and tokenizer already in memory (see the perceiver's)."""
+        self = cls.__new__(cls)
+        _TransformersBase.__init__(self, spec, source="<in memory>")
+        self.text_only_vlm = getattr(model.config, "model_type", "") in VISION_MODEL_TYPES
+        self._tokenizer = tokenizer
+        self._finish(model)
+        return self
+
+    def _finish(self, model: Any) -> None:
         self._model = self._place(model)
         self._tokenizer.padding_side = "left"
         self._eos, self._pad = _eos_and_pad(self._model, self._tokenizer)
         if self._tokenizer.pad_token_id is None and self._pad is not None:
             self._tokenizer.pad_token_id = self._pad
+        if self.spec.warmup:
+            self.warmup()
+
+    def warmup(self) -> None:
+        """Answer a short question, so the first real one does not pay compilation."""
+        messages: list[ChatMessage] = [
+            {"role": "user", "content": "Warm-up: frame 0 shows a red box ahead-left. "
+                                        "Where is the red box?"}]
+        settings = self._warmup_settings()
+        self._warm(lambda: self.generate(messages, settings))
 
     def _render(self, messages: Sequence[ChatMessage]) -> str:
         plain = [{"role": m["role"], "content": _text_of(m.get("content"))} for m in messages]

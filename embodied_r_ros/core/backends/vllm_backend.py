@@ -6,8 +6,16 @@ ModelUnavailableError that says so (no fallback to another backend).
 
 Everything that turns our inputs into vLLM requests is a pure function here
 (`sampling_params_kwargs`, `engine_kwargs`, `perception_messages`, `multimodal_prompt`,
-`render_prompt`) and so is the token-streaming loop over an engine (`stream_request`);
-they are unit-tested without vllm. Only the thin classes below touch vllm itself.
+`render_prompt`, `perception_batch`) and so is the token-streaming loop over an engine
+(`stream_request`); they are unit-tested without vllm. Only the thin classes below touch
+vllm itself.
+
+Batched perception: the robot's worker hands several key frames to `describe_batch` at
+once; they go to the engine as one `LLM.generate` call with a list of prompt dicts
+(`{"prompt": text, "multi_modal_data": {"image": [previous, current]}}`), which vLLM's
+scheduler decodes together. The engine is started with `limit_mm_per_prompt={"image": 2}`
+(frame 0 has one image, every later key frame two); a request with more images than the
+limit is refused before it reaches the engine.
 
 Streaming and cancellation use the engine's step loop (`add_request` / `step` /
 `abort_request`), so `on_text` receives text as it is generated and `should_stop` is
@@ -24,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from embodied_r_ros.core.backends.base import PerceptionRequest, StopCheck, TextCallback
-from embodied_r_ros.core.backends.images import model_images
+from embodied_r_ros.core.backends.images import ImageEncoding, model_images
 from embodied_r_ros.core.backends.model_spec import ModelSpec, locate_model
 from embodied_r_ros.core.errors import (
     CancelledError,
@@ -91,6 +99,37 @@ def multimodal_prompt(text: str, images: Sequence[Any]) -> dict[str, Any]:
     elif images:
         prompt["multi_modal_data"] = {"image": list(images)}
     return prompt
+
+
+def image_limit(engine_options: dict[str, Any]) -> int | None:
+    """Images per prompt the engine accepts (its `limit_mm_per_prompt`), None if unset."""
+    limit = engine_options.get("limit_mm_per_prompt")
+    if isinstance(limit, dict) and limit.get("image") is not None:
+        return int(limit["image"])
+    return None
+
+
+def perception_batch(renderer: Any, requests: Sequence[PerceptionRequest],
+                     encoding: ImageEncoding, max_images: int | None) -> list[dict[str, Any]]:
+    """The prompt dicts of one batched `LLM.generate` call, in request order.
+
+    Each request's images are encoded as every backend encodes them (`model_images`) and
+    keep their order (previous key frame, then current). Raises PerceptionError for a
+    request without images or with more than `max_images`.
+    """
+    prompts = []
+    for position, (images, prompt) in enumerate(requests):
+        if not images:
+            raise PerceptionError(f"perception request {position} has no image")
+        if max_images is not None and len(images) > max_images:
+            raise PerceptionError(
+                f"perception request {position} has {len(images)} images but the vLLM engine "
+                f"takes at most {max_images} per prompt (limit_mm_per_prompt); raise "
+                "extra.limit_mm_per_prompt.image")
+        pils = model_images(images, encoding)
+        prompts.append(multimodal_prompt(
+            render_prompt(renderer, perception_messages(len(pils), prompt)), pils))
+    return prompts
 
 
 def text_messages(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
@@ -182,8 +221,9 @@ class _VLLMBase:
         self._vllm = require_vllm(spec)
         self.source = locate_model(spec)
         self._lock = threading.Lock()
+        self.engine_options = engine_kwargs(spec, self.source, self._max_images)
         try:
-            self._llm = self._vllm.LLM(**engine_kwargs(spec, self.source, self._max_images))
+            self._llm = self._vllm.LLM(**self.engine_options)
         except Exception as exc:  # noqa: BLE001
             raise ModelUnavailableError(
                 f"model {spec.model!r} (backend vllm): engine failed to load {self.source}: "
@@ -247,16 +287,15 @@ class VLLMPerceiver(_VLLMBase):
         except Exception:  # noqa: BLE001 - the engine's tokenizer is the fallback template
             return self._llm.get_tokenizer()
 
-    def _prompt(self, images: Sequence[np.ndarray], prompt: str) -> dict[str, Any]:
-        pils = model_images(images, self.spec.image_encoding())
-        return multimodal_prompt(render_prompt(self._renderer, perception_messages(len(pils), prompt)), pils)
-
     def describe(self, images: Sequence[np.ndarray], prompt: str, settings: GenerationSettings | None = None) -> str:
         return self.describe_batch([(images, prompt)], settings)[0]
 
     def describe_batch(self, requests: Sequence[PerceptionRequest],
                        settings: GenerationSettings | None = None) -> list[str]:
-        return self._generate_all([self._prompt(imgs, p) for imgs, p in requests], settings)
+        """All requests in `LLM.generate` calls of up to `batch_size` prompts each."""
+        prompts = perception_batch(self._renderer, requests, self.spec.image_encoding(),
+                                   image_limit(self.engine_options))
+        return self._generate_all(prompts, settings)
 
 
 class VLLMReasoner(_VLLMBase):
@@ -289,7 +328,9 @@ __all__: list[str] = [
     "VLLMPerceiver",
     "VLLMReasoner",
     "engine_kwargs",
+    "image_limit",
     "multimodal_prompt",
+    "perception_batch",
     "perception_messages",
     "render_prompt",
     "require_vllm",

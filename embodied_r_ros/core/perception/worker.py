@@ -5,6 +5,13 @@ the previous key frame. Descriptions are parsed into action + observation and ap
 to the episode memory. One worker thread, a bounded queue, and a way to wait until a
 given key frame is described (used when a question arrives).
 
+When several key frames wait, up to `batch_size` of them are described in one batched
+backend call (`Perceiver.describe_batch`): a GPU decodes a batch of 4-8 requests in about
+the time of one, so perception keeps up with a moving robot instead of dropping frames.
+Each key frame of a batch is still paired with its own predecessor (the key frame before
+it in the batch, or the last one described), and results are recorded in order, so the
+text is what the one-at-a-time path gives (greedy decoding; test/unit/perception).
+
 Retry policy (docs/reliability.md): a key frame whose description failed (the model or
 its server raised: down, timing out, erroring) is recorded as failed at once, so no
 question waits for it, and kept for a retry. New key frames always go first; retries run
@@ -27,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embodied_r_ros.core.backends.base import Perceiver
+from embodied_r_ros.core.backends.base import Perceiver, PerceptionRequest
 from embodied_r_ros.core.errors import PerceptionError
 from embodied_r_ros.core.health import (
     EventWindow,
@@ -50,6 +57,15 @@ LOG = logging.getLogger("embodied_r_ros.perception")
 MotionSource = Callable[[float, float], "str | None"]
 
 
+@dataclass(frozen=True)
+class PerceptionJob:
+    episode_id: str
+    keyframe_index: int
+    image: np.ndarray
+    stamp_s: float
+    skip: bool = False  # already described: only becomes the next pair's previous frame
+
+
 # Backoff before the n-th retry of a key frame (the last value repeats).
 RETRY_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 20.0, 30.0)
 MAX_RETRY_ATTEMPTS = 8
@@ -63,13 +79,29 @@ class _Retry:
     due: float  # monotonic time of the next attempt
 
 
-@dataclass(frozen=True)
-class PerceptionJob:
-    episode_id: str
-    keyframe_index: int
-    image: np.ndarray
-    stamp_s: float
-    skip: bool = False  # already described: only becomes the next pair's previous frame
+def keyframe_request(image: np.ndarray, previous: np.ndarray | None,
+                     question: str | None = None,
+                     prompts: PromptSet | None = None) -> PerceptionRequest:
+    """Images and prompt for one key frame: alone (frame 0) or after its predecessor."""
+    if previous is None:
+        return [image], first_frame_prompt(question, prompts)
+    return [previous, image], pair_prompt(question, prompts)
+
+
+def parsed_description(text: str, *, first: bool, keyframe_index: int, question: str | None,
+                       latency_s: float, stamp_s: float) -> FrameDescription:
+    """The perception model's text for one key frame, parsed into a FrameDescription."""
+    parsed = parse_frame_description(text, first=first)
+    return FrameDescription(
+        keyframe_index=keyframe_index,
+        observation=parsed.observation,
+        action=parsed.action,
+        raw_text=parsed.raw_text,
+        action_source="vlm" if parsed.action else "",
+        mode="on_query" if question else "streaming",
+        latency_s=latency_s,
+        stamp_s=stamp_s,
+    )
 
 
 def describe_keyframe(perceiver: Perceiver, image: np.ndarray, previous: np.ndarray | None,
@@ -78,21 +110,11 @@ def describe_keyframe(perceiver: Perceiver, image: np.ndarray, previous: np.ndar
                       prompts: PromptSet | None = None) -> FrameDescription:
     """One perception call for one key frame (alone, or paired with the previous one)."""
     start = time.monotonic()
-    if previous is None:
-        text = perceiver.describe([image], first_frame_prompt(question, prompts), settings)
-    else:
-        text = perceiver.describe([previous, image], pair_prompt(question, prompts), settings)
-    parsed = parse_frame_description(text, first=previous is None)
-    return FrameDescription(
-        keyframe_index=keyframe_index,
-        observation=parsed.observation,
-        action=parsed.action,
-        raw_text=parsed.raw_text,
-        action_source="vlm" if parsed.action else "",
-        mode="on_query" if question else "streaming",
-        latency_s=time.monotonic() - start,
-        stamp_s=stamp_s,
-    )
+    images, prompt = keyframe_request(image, previous, question, prompts)
+    text = perceiver.describe(images, prompt, settings)
+    return parsed_description(text, first=previous is None, keyframe_index=keyframe_index,
+                              question=question, latency_s=time.monotonic() - start,
+                              stamp_s=stamp_s)
 
 
 class PerceptionWorker:
@@ -109,6 +131,14 @@ class PerceptionWorker:
     described. The newest view is what a question needs most; a question reports the key
     frames that were left out. A reset drops every queued key frame of the old episode at
     once (their images are freed).
+
+    Batching: with `batch_size` > 1 the worker takes up to that many waiting key frames
+    at once (never across a skipped one) and describes them with one `describe_batch`
+    call; key frame k of the batch is paired with key frame k-1 of the batch. Key frames
+    being described are no longer in the queue, so they are never dropped; what waits
+    behind them is subject to the policy above. When a batched call fails, its key frames
+    are described again one at a time, so a failure costs exactly the frames the
+    one-at-a-time path would lose. `batches` and `batched_frames` count the calls.
     """
 
     def __init__(self, perceiver: Perceiver, memory: EpisodeMemory | None = None, *,
@@ -116,7 +146,7 @@ class PerceptionWorker:
                  motion_source: MotionSource | None = None,
                  on_description: Callable[[FrameDescription], None] | None = None,
                  max_queue: int = 64, episode_id: str | None = None,
-                 prompts: PromptSet | None = None) -> None:
+                 prompts: PromptSet | None = None, batch_size: int = 1) -> None:
         self.perceiver = perceiver
         self.prompts = prompts
         self.memory = memory
@@ -124,10 +154,11 @@ class PerceptionWorker:
         self.motion_source = motion_source
         self.on_description = on_description
         self.max_queue = max(1, int(max_queue))
+        self.batch_size = max(1, int(batch_size))
         self._jobs: deque[PerceptionJob] = deque()
         self._cond = threading.Condition()
         self._stopping = False
-        self._busy = False
+        self._busy = 0  # key frames being described
         self.progress = ProcessedFrames()
         self._previous: tuple[np.ndarray, float] | None = None
         self._episode_id = episode_id if episode_id is not None else (
@@ -135,6 +166,8 @@ class PerceptionWorker:
         self.dropped = 0
         self.described = 0
         self.failed = 0
+        self.batches = 0  # describe calls made (one per batch)
+        self.batched_frames = 0  # key frames those calls described or attempted
         self.latency = LatencyStats()
         self.outcomes: deque[bool] = deque(maxlen=32)  # recent: True described, False failed
         self.dropped_window = EventWindow(10.0)
@@ -209,7 +242,7 @@ class PerceptionWorker:
     def pending(self) -> int:
         """Key frames queued or being described."""
         with self._cond:
-            return len(self._jobs) + (1 if self._busy else 0)
+            return len(self._jobs) + self._busy
 
     def retry_waiting(self) -> int:
         with self._cond:
@@ -223,13 +256,18 @@ class PerceptionWorker:
                 return self.last_error
             return ""
 
-    def health(self, node: str, model: str, ready: bool, thresholds: DiagnosticsSettings) -> HealthItem:
+    def health(self, node: str, model: str, ready: bool,
+               thresholds: DiagnosticsSettings) -> HealthItem:
         item = perception_item(node, model=model, ready=ready, pending=self.pending(),
                                max_queue=self.max_queue, described=self.described,
                                failed=self.failed, dropped=self.dropped,
                                dropped_recent=self.dropped_window.count(),
                                recent_outcomes=list(self.outcomes), latency=self.latency,
                                last_error=self.last_error, thresholds=thresholds)
+        with self._cond:
+            calls, frames = self.batches, self.batched_frames
+        item.values["batch size (max / mean)"] = (
+            f"{self.batch_size} / {frames / calls:.2f}" if calls else f"{self.batch_size} / -")
         item.values.update({"retry waiting": str(self.retry_waiting()),
                             "described by retry": str(self.retried),
                             "retries made": str(self.retry_attempts),
@@ -249,14 +287,20 @@ class PerceptionWorker:
         self._thread.join(timeout=timeout_s)
 
     # -- worker -------------------------------------------------------------------------------------
-    def _next(self) -> tuple[PerceptionJob, tuple[np.ndarray, float] | None, _Retry | None] | None:
-        """New key frames first; else the newest retry that is due; else wait."""
+    def _next(self) -> tuple[list[PerceptionJob], tuple[np.ndarray, float] | None,
+                             _Retry | None] | None:
+        """New key frames first (one skipped key frame, or up to `batch_size` to
+        describe); else the newest retry that is due; else wait."""
         with self._cond:
             while not self._stopping:
                 if self._jobs:
-                    job = self._jobs.popleft()
-                    self._busy = True
-                    return job, self._previous, None
+                    batch = [self._jobs.popleft()]
+                    if not batch[0].skip:
+                        while (self._jobs and len(batch) < self.batch_size
+                               and not self._jobs[0].skip):
+                            batch.append(self._jobs.popleft())
+                    self._busy = len(batch)
+                    return batch, self._previous, None
                 if not self._retries:
                     self._cond.wait()
                     continue
@@ -265,8 +309,8 @@ class PerceptionWorker:
                 if due:
                     retry = max(due, key=lambda r: r.job.keyframe_index)
                     self._retries.remove(retry)
-                    self._busy = True
-                    return retry.job, retry.previous, retry
+                    self._busy = 1
+                    return [retry.job], retry.previous, retry
                 self._cond.wait(timeout=min(r.due for r in self._retries) - now)
             return None
 
@@ -275,31 +319,125 @@ class PerceptionWorker:
             item = self._next()
             if item is None:
                 return
-            job, previous, retry = item
+            batch, previous, retry = item
             try:
-                if job.skip:
+                if batch[0].skip:
+                    job = batch[0]
                     with self._cond:
                         if job.episode_id == self._episode_id:
                             self._previous = (job.image, job.stamp_s)
                             self.progress.mark_done(job.keyframe_index)
                     continue
                 if retry is not None:
-                    with self._cond:
-                        self.retry_attempts += 1
-                description = self._describe(job, previous, quiet=retry is not None)
-                if retry is None:
-                    self._record(job, description)
-                    if description.mode == "failed":
-                        self._schedule_retry(_Retry(job, previous, 1, 0.0))
-                elif description.mode == "failed":
-                    retry.attempts += 1
-                    self._note_outcome(False, description.raw_text)
-                    self._schedule_retry(retry)
+                    self._retry(retry)
+                elif len(batch) == 1:
+                    self._count_call(1)
+                    self._record_new(batch[0], previous,
+                                     self._describe(batch[0], previous))
                 else:
-                    self._record(job, description, retried=True)
+                    self._describe_many(batch, previous)
             finally:
                 with self._cond:
-                    self._busy = False
+                    self._busy = 0
+
+    def _count_call(self, n: int) -> None:
+        with self._cond:
+            self.batches += 1
+            self.batched_frames += n
+
+    def _describe_many(self, batch: list[PerceptionJob],
+                       previous: tuple[np.ndarray, float] | None) -> None:
+        """Describe several key frames in one call; each paired with its predecessor."""
+        pairs: list[tuple[PerceptionJob, tuple[np.ndarray, float] | None]] = []
+        for job in batch:
+            pairs.append((job, previous))
+            previous = (job.image, job.stamp_s)
+        self._count_call(len(batch))
+        descriptions = self._describe_pairs(pairs)
+        if descriptions is None:
+            self._describe_one_by_one(batch)
+            return
+        for (job, prev), description in zip(pairs, descriptions, strict=True):
+            self._record_new(job, prev, description)
+
+    def _describe_one_by_one(self, batch: list[PerceptionJob]) -> None:
+        """The one-at-a-time path for a batch whose batched call failed: each key frame
+        is paired with the last one described (a failed one is not a predecessor)."""
+        for job in batch:
+            with self._cond:
+                if self._stopping:
+                    return
+                previous = self._previous
+            self._count_call(1)
+            self._record_new(job, previous, self._describe(job, previous))
+
+    def _record_new(self, job: PerceptionJob, previous: tuple[np.ndarray, float] | None,
+                    description: FrameDescription) -> None:
+        """Record a first attempt; a failed one is kept for a retry."""
+        self._record(job, description)
+        if description.mode == "failed":
+            self._schedule_retry(_Retry(job, previous, 1, 0.0))
+
+    def _retry(self, retry: _Retry) -> None:
+        with self._cond:
+            self.retry_attempts += 1
+        description = self._describe(retry.job, retry.previous, quiet=True)
+        if description.mode == "failed":
+            retry.attempts += 1
+            self._note_outcome(False, description.raw_text)
+            self._schedule_retry(retry)
+        else:
+            self._record(retry.job, description, retried=True)
+
+    def _describe_pairs(self, pairs: list[tuple[PerceptionJob, tuple[np.ndarray, float] | None]],
+                        quiet: bool = False) -> list[FrameDescription] | None:
+        """One backend call for (key frame, predecessor) pairs. A failure of a single
+        pair becomes a failed description; a failure of several returns None, so that
+        the caller retries them one at a time."""
+        start = time.monotonic()
+        try:
+            requests = [keyframe_request(job.image, prev[0] if prev else None,
+                                         prompts=self.prompts) for job, prev in pairs]
+            if len(requests) == 1:
+                texts = [self.perceiver.describe(*requests[0], self.settings)]
+            else:
+                texts = list(self.perceiver.describe_batch(requests, self.settings))
+                if len(texts) != len(requests):
+                    raise PerceptionError(f"describe_batch returned {len(texts)} texts for "
+                                          f"{len(requests)} requests")
+            elapsed = time.monotonic() - start
+            descriptions = []
+            for (job, prev), text in zip(pairs, texts, strict=True):
+                description = parsed_description(
+                    text, first=prev is None, keyframe_index=job.keyframe_index,
+                    question=None, latency_s=elapsed, stamp_s=job.stamp_s)
+                if prev is not None and self.motion_source is not None:
+                    measured = self.motion_source(prev[1], job.stamp_s)
+                    if measured:
+                        description.action = measured
+                        description.action_source = "odometry"
+                description.episode_id = job.episode_id
+                descriptions.append(description)
+            return descriptions
+        except Exception as exc:  # noqa: BLE001 - any backend failure is recorded
+            if len(pairs) > 1:
+                LOG.warning("batched perception of %d key frames failed (%s); describing "
+                            "them one at a time", len(pairs), exc)
+                return None
+            job = pairs[0][0]
+            (LOG.debug if quiet else LOG.error)(
+                "key frame %d could not be described: %s. It is retried when the model "
+                "answers again; answers meanwhile use the other key frames. Check the "
+                "perception model/server.", job.keyframe_index, exc)
+            return [FrameDescription(keyframe_index=job.keyframe_index, observation="",
+                                     raw_text=str(exc), mode="failed", stamp_s=job.stamp_s,
+                                     episode_id=job.episode_id)]
+
+    def _describe(self, job: PerceptionJob, previous: tuple[np.ndarray, float] | None,
+                  quiet: bool = False) -> FrameDescription:
+        descriptions = self._describe_pairs([(job, previous)], quiet)
+        assert descriptions is not None  # one pair: a failure is a failed description
+        return descriptions[0]
 
     def _schedule_retry(self, retry: _Retry) -> None:
         given_up: _Retry | None = None
@@ -334,28 +472,6 @@ class PerceptionWorker:
             else:
                 self.failure_streak += 1
                 self.last_error = error
-
-    def _describe(self, job: PerceptionJob, previous: tuple[np.ndarray, float] | None,
-                  quiet: bool = False) -> FrameDescription:
-        try:
-            description = describe_keyframe(
-                self.perceiver, job.image, previous[0] if previous else None,
-                job.keyframe_index, self.settings, stamp_s=job.stamp_s, prompts=self.prompts)
-            if previous is not None and self.motion_source is not None:
-                measured = self.motion_source(previous[1], job.stamp_s)
-                if measured:
-                    description.action = measured
-                    description.action_source = "odometry"
-        except Exception as exc:  # noqa: BLE001 - any backend failure is recorded
-            (LOG.debug if quiet else LOG.error)(
-                "key frame %d could not be described: %s. It is retried when the model "
-                "answers again; answers meanwhile use the other key frames. Check the "
-                "perception model/server.", job.keyframe_index, exc)
-            description = FrameDescription(keyframe_index=job.keyframe_index, observation="",
-                                           raw_text=str(exc), mode="failed",
-                                           stamp_s=job.stamp_s)
-        description.episode_id = job.episode_id
-        return description
 
     def _record(self, job: PerceptionJob, description: FrameDescription,
                 retried: bool = False) -> None:

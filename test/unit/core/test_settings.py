@@ -49,11 +49,11 @@ def test_episode_window_follows_the_policy() -> None:
     assert build_settings({"episode.policy": "restart"}).episode.window == 0
 
 
-def test_model_spec_keys_differ_by_role_only_in_the_image_keys() -> None:
+def test_model_spec_keys_differ_by_role_only_in_the_perception_keys() -> None:
     settings = build_settings({"perception.extra_json": '{"tensor_parallel_size": 2}'})
     perception, reasoning = settings.perception.spec_dict(), settings.reasoning.spec_dict()
     assert set(perception) - set(reasoning) == {"max_image_side", "image_format",
-                                                "jpeg_quality", "extra"}
+                                                "jpeg_quality", "batch_size", "extra"}
     assert perception["extra"] == {"tensor_parallel_size": 2} and "extra" not in reasoning
 
 
