@@ -129,8 +129,8 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, list[Ques
     return bags, groups, missing
 
 
-def resolve_parameters(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any], bool]:
-    """(parameters, overrides for the graph, tiny models used)."""
+def resolve_parameters(args: argparse.Namespace) -> tuple[Settings, dict[str, Any], bool]:
+    """(settings, overrides for the graph, tiny models used)."""
     overrides = {**model_setup.model_overrides(args.perception_model, args.reasoning_model),
                  **model_setup.parse_set(args.overrides)}
     missing = model_setup.missing_models(args.params_file, overrides)
