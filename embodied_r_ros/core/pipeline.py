@@ -16,6 +16,7 @@ episode's key frames; a reset fails the questions bound to the old episode at on
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -41,6 +42,8 @@ from embodied_r_ros.core.keyframes.rules import (
 from embodied_r_ros.core.keyframes.stamps import EpisodeBudget
 from embodied_r_ros.core.keyframes.tracker import KeyFrameEvent, KeyFrameTracker
 from embodied_r_ros.core.memory.episode import EpisodeMemory
+from embodied_r_ros.core.memory.long_term import LongTermMemory, MemorySettings, answer_with_memory
+from embodied_r_ros.core.memory.store import MEMORY
 from embodied_r_ros.core.perception.worker import (
     MotionSource,
     PerceptionJob,
@@ -130,8 +133,14 @@ class EmbodiedRPipeline:
                  motion_source: MotionSource | None = None,
                  on_keyframe: Callable[[KeyFrameEvent, str], None] | None = None,
                  on_description: Callable[[FrameDescription], None] | None = None,
-                 on_episode: Callable[[str, str, str], None] | None = None) -> None:
+                 on_episode: Callable[[str, str, str], None] | None = None,
+                 long_term: LongTermMemory | None = None) -> None:
         self.params = dict(params)
+        # The key-frame store (docs/memory.md). The embedded node passes the persistent one;
+        # without it (demo, replay evaluation) the same store lives in RAM.
+        self.long_term = long_term or LongTermMemory(
+            dataclasses.replace(MemorySettings.from_params(params), path=MEMORY,
+                                continue_episode=False))
         self.on_episode = on_episode  # (new episode, previous, reason)
         self.budget = EpisodeBudget.from_params(params)
         self.prompts = load_prompt_set(params["prompts.file"])
@@ -146,8 +155,10 @@ class EmbodiedRPipeline:
         self.memory = EpisodeMemory(self.episode_id, max_items=self._window(params))
         self.perception_settings = generation_settings(params, "perception")
         self.on_keyframe = on_keyframe
+        self._on_description_cb = on_description
         self.worker = PerceptionWorker(perceiver, self.memory, settings=self.perception_settings,
-                                       motion_source=motion_source, on_description=on_description,
+                                       motion_source=motion_source,
+                                       on_description=self._described,
                                        max_queue=params["perception.max_queue"],
                                        prompts=self.prompts)
         self.judge = make_self_check(params, reasoner)
@@ -159,6 +170,24 @@ class EmbodiedRPipeline:
         self.limits = QuestionLimits.from_params(params)
         self.questions = QuestionQueue(params["qa.default_timeout_s"],
                                        max_waiting=params["qa.max_waiting_questions"])
+        self.resumed_keyframes = self._resume()
+
+    def _resume(self) -> int:
+        """Continue the store's current episode and its numbering (memory.continue_episode)."""
+        point = self.long_term.resume_point()
+        if point is None:
+            self.long_term.begin_episode(self.episode_id)
+            return 0
+        episode, next_index = point
+        self.episode_id = episode
+        self.worker.reset(episode)
+        self.tracker.continue_from(next_index)
+        return self.long_term.restore(episode, self.memory, self.worker.progress)
+
+    def _described(self, description: FrameDescription) -> None:
+        self.long_term.record(description)
+        if self._on_description_cb is not None:
+            self._on_description_cb(description)
 
     # -- frames ----------------------------------------------------------------------------
     def offer_frame(self, stamp_s: float) -> bool:
@@ -189,6 +218,7 @@ class EmbodiedRPipeline:
         return params["episode.max_keyframes"] if params["episode.policy"] == "window" else 0
 
     def _accept(self, event: KeyFrameEvent) -> None:
+        self.long_term.keyframe_image(self.episode_id, event.keyframe_index, event.frame.image)
         if self.on_keyframe is not None:
             self.on_keyframe(event, self.episode_id)
         if self.mode == "streaming":
@@ -214,6 +244,7 @@ class EmbodiedRPipeline:
             self._keyframe_images.clear()
             self.budget.restart()
             new = self.episode_id
+            self.long_term.begin_episode(new)
         if self.on_episode is not None:
             self.on_episode(new, old, reason)
         self.questions.interrupt(
@@ -273,9 +304,16 @@ class EmbodiedRPipeline:
                 descriptions = self._describe_on_query(frames, question_text, on_stage, timing, tk)
             if on_stage is not None:
                 on_stage("reasoning")
-            result = self.answerer.answer(question_text, descriptions, episode_id=episode,
-                                          deadline=deadline, on_text=on_text,
-                                          should_stop=tk.should_stop, timing=timing)
+            if self.mode == "streaming":
+                result = answer_with_memory(
+                    self.long_term, self.answerer, question_text, question, list(choices),
+                    episode_id=episode, last_index=last, collected=descriptions,
+                    deadline=deadline, on_text=on_text, should_stop=tk.should_stop,
+                    timing=timing)
+            else:
+                result = self.answerer.answer(question_text, descriptions, episode_id=episode,
+                                              deadline=deadline, on_text=on_text,
+                                              should_stop=tk.should_stop, timing=timing)
             if self.episode_id != episode:
                 raise EpisodeResetError("the episode was reset while the question was "
                                         "answered; ask again")
@@ -331,6 +369,7 @@ class EmbodiedRPipeline:
         """Stop perception, fail waiting questions and release both models."""
         self.questions.close()
         self.worker.stop()
+        self.long_term.close()
         models: list[Perceiver | Reasoner] = [self.perceiver, self.reasoner]
         if self.judge is not None and self.judge is not self.reasoner:
             models.append(self.judge)

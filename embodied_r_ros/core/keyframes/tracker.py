@@ -147,6 +147,12 @@ class KeyFrameTracker:
         """Index of the newest key frame of the episode, -1 when none."""
         return self._n_keyframes - 1
 
+    def continue_from(self, next_keyframe_index: int) -> None:
+        """Number the next key frame `next_keyframe_index` (a restarted node continuing
+        the stored episode, docs/memory.md)."""
+        with self._lock:
+            self._n_keyframes = max(0, int(next_keyframe_index))
+
     def reset(self) -> None:
         with self._lock:
             self._sampler.reset()
