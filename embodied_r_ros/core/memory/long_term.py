@@ -89,6 +89,21 @@ def make_thumbnail(image: np.ndarray, max_side: int, quality: int = 70) -> bytes
     return encode_jpeg(image, quality)
 
 
+def restore_episode(store: MemoryStore, episode_id: str, memory: EpisodeMemory,
+                    progress: ProcessedFrames | None = None) -> int:
+    """Fill `memory` (first + the newest its window keeps) and mark every stored key frame
+    processed in `progress`; returns how many key frames the store has."""
+    indices = store.indices(episode_id)
+    if not indices:
+        return 0
+    keep = indices if not memory.max_items else (indices[:1] + indices[-memory.max_items:])
+    for record in store.get(episode_id, keep):
+        memory.put(record.to_description())
+    if progress is not None:
+        progress.mark_done_many(indices)
+    return len(indices)
+
+
 @dataclass
 class Chosen:
     descriptions: list[FrameDescription]
@@ -165,20 +180,12 @@ class LongTermMemory:
 
     def restore(self, episode_id: str, memory: EpisodeMemory,
                 progress: ProcessedFrames | None = None) -> int:
-        """Fill `memory` (first + the newest its window keeps) and mark every stored key
-        frame processed in `progress`; returns how many key frames the store has."""
-        indices = self.store.indices(episode_id)
-        if not indices:
-            return 0
-        keep = indices if not memory.max_items else (indices[:1] + indices[-memory.max_items:])
-        for record in self.store.get(episode_id, keep):
-            memory.put(record.to_description())
-        if progress is not None:
-            for i in indices:
-                progress.mark_done(i)
-        LOG.info("memory store %s: continued episode %s with %d key frame(s)", self.path,
-                 episode_id, len(indices))
-        return len(indices)
+        """`restore_episode` from this memory's store."""
+        n = restore_episode(self.store, episode_id, memory, progress)
+        if n:
+            LOG.info("memory store %s: continued episode %s with %d key frame(s)", self.path,
+                     episode_id, n)
+        return n
 
     # -- questions ---------------------------------------------------------------------------
     def choose(self, question: str, episode_id: str, last_index: int,
