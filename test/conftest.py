@@ -61,6 +61,17 @@ def fresh_ros_domain() -> str:
 
 
 fresh_ros_domain()  # a test that does not ask for one still stays in this worker's domains
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each test (and the graphs its fixtures start) gets a ROS_HOME of its own, so the
+    nodes' key-frame stores (memory.path default: $ROS_HOME/embodied_r/<namespace>.sqlite,
+    docs/memory.md) never carry an episode from one test into another. A restart inside
+    one test continues its episode, as on a robot."""
+    import tempfile
+
+    os.environ["ROS_HOME"] = tempfile.mkdtemp(prefix="ros_home_")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 
 

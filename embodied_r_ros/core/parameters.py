@@ -185,8 +185,9 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
               "With episode.selection 'relevant': how many of the newest key frames (the "
               "current view) every question is given.", minimum=1),
     ParamSpec("memory.thumbnail_px", 320,
-              "Longer side in pixels of the JPEG thumbnail stored per key frame (embedded "
-              "node); 0 = no thumbnails.", minimum=0),
+              "Longer side in pixels of the JPEG thumbnail stored per key frame (the split "
+              "graph's reasoning node takes the images from the key-frame topic); 0 = no "
+              "thumbnails.", minimum=0),
     ParamSpec("memory.thumbnail_quality", 70,
               "JPEG quality (1-100) of the stored thumbnails.", minimum=1),
     ParamSpec("memory.max_age_h", 0.0,
@@ -253,6 +254,9 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
     ParamSpec("services.answer_action", "answer", "Name of the AnswerSpatial action."),
     ParamSpec("services.reset", "reset_episode",
               "Name of the std_srvs/Trigger service that starts a new episode."),
+    ParamSpec("services.recall", "recall",
+              "Name of the embodied_r_ros/Recall service (key frames by text, no model; "
+              "served by the node that owns the key-frame store)."),
     ParamSpec("services.status", "status", "Name of the embodied_r_ros/GetStatus service."),
     # --- split graph ------------------------------------------------------------------------
     ParamSpec("split.keyframe_node", "keyframe_selector",

@@ -39,6 +39,7 @@ from embodied_r_ros.core.errors import (
 )
 from embodied_r_ros.core.health import ERROR, HealthItem
 from embodied_r_ros.core.memory.episode import EpisodeMemory
+from embodied_r_ros.core.memory.long_term import LongTermMemory, MemorySettings, answer_with_memory
 from embodied_r_ros.core.parameters import model_spec_dict
 from embodied_r_ros.core.perception.progress import ProcessedFrames
 from embodied_r_ros.core.pipeline import generation_settings, make_self_check
@@ -51,10 +52,12 @@ from embodied_r_ros.core.qa.queue import QuestionQueue, Ticket
 from embodied_r_ros.core.types import TimingInfo
 from embodied_r_ros.msg import Episode, NodeStatus
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
-from embodied_r_ros.nodes.common.conversions import msg_to_description
+from embodied_r_ros.msg import KeyFrame as KeyFrameMsg
+from embodied_r_ros.nodes.common.conversions import image_msg_to_rgb, msg_to_description, msg_to_pose
 from embodied_r_ros.nodes.common.managed_node import ManagedNode
+from embodied_r_ros.nodes.common.memory_services import MemoryServices
 from embodied_r_ros.nodes.common.node_runtime import run_node
-from embodied_r_ros.nodes.common.qos import DESCRIPTION_QOS, EPISODE_QOS
+from embodied_r_ros.nodes.common.qos import DESCRIPTION_QOS, EPISODE_QOS, KEYFRAME_QOS
 from embodied_r_ros.nodes.common.question_server import QuestionServer
 from embodied_r_ros.nodes.common.status import StatusService
 from embodied_r_ros.srv import DescribedFrames, KeyFrameState
@@ -82,7 +85,7 @@ def call_service(client: Any, request: Any, timeout_s: float) -> Any | None:
 
 class ReasoningNode(ManagedNode):
     PARAMETER_GROUPS = ("reasoning", "prompts", "episode", "keyframes.max_keyframes", "qa", "topics", "services",
-                        "split", "perception.model", "perception.mode", "camera.topic")
+                        "split", "perception.model", "perception.mode", "camera.topic", "memory")
     LIVENESS_PERIOD_S = 1.0
 
     def __init__(self, name: str = "reasoning") -> None:
@@ -91,6 +94,8 @@ class ReasoningNode(ManagedNode):
         self.judge: Any = None
         self.questions_queue: QuestionQueue | None = None
         self.questions: QuestionServer | None = None
+        self.long_term: LongTermMemory | None = None
+        self.memory: MemoryServices | None = None
         self._stores: OrderedDict[str, EpisodeStore] = OrderedDict()
         self._lock = threading.Lock()
         self._current_episode = ""
@@ -115,6 +120,13 @@ class ReasoningNode(ManagedNode):
         self.questions = QuestionServer(
             self, self.ask, self.questions_queue, service_name=params["services.ask"],
             action_name=params["services.answer_action"], answers_topic=params["topics.answers"])
+        # The key-frame store (docs/memory.md): descriptions (with the poses the perception
+        # node sends) are written here; a restarted node answers from what it stored.
+        self.long_term = LongTermMemory(MemorySettings.from_params(params),
+                                        namespace=self.get_namespace())
+        self.memory = MemoryServices(self, self.long_term)
+        for warning in self.long_term.store.warnings:
+            self.get_logger().warning(warning)
 
     def activate_node(self) -> None:
         assert self.questions is not None
@@ -134,6 +146,12 @@ class ReasoningNode(ManagedNode):
         self.create_tracked_service(DescribedFrames, params["split.described_service"],
                                     "described-frames service", self._on_described,
                                     callback_group=group)
+        if self.memory is not None:
+            self.memory.serve(params["services.recall"], group)
+        if self.long_term is not None and self.long_term.settings.thumbnail_px > 0:
+            self.entity(self.create_subscription(
+                KeyFrameMsg, params["topics.keyframes"],
+                self.tracked("keyframe", self._on_keyframe), KEYFRAME_QOS, callback_group=group))
         self.questions.serve()
 
     def deactivate_node(self) -> None:
@@ -150,6 +168,9 @@ class ReasoningNode(ManagedNode):
         if self.questions_queue is not None:
             self.questions_queue.close()
         self.answerer = self.questions = self.questions_queue = None
+        if self.long_term is not None:
+            self.long_term.close()
+        self.long_term = self.memory = None
         with self._lock:
             self._stores.clear()
             self._current_episode = ""
@@ -163,6 +184,8 @@ class ReasoningNode(ManagedNode):
                 window = (self.params["episode.max_keyframes"]
                           if self.params["episode.policy"] == "window" else 0)
                 store = self._stores[episode_id] = EpisodeStore(EpisodeMemory(episode_id, window))
+                if self.long_term is not None:  # a restarted node continues from the store
+                    self.long_term.restore(episode_id, store.memory, store.progress)
             self._stores.move_to_end(episode_id)
             while len(self._stores) > self.params["split.episodes_kept"]:
                 self._stores.popitem(last=False)
@@ -174,6 +197,8 @@ class ReasoningNode(ManagedNode):
                 return
             self._current_episode = msg.episode_id
         self._store(msg.episode_id)
+        if self.long_term is not None:
+            self.long_term.begin_episode(msg.episode_id)
         queue = self.questions_queue
         if queue is not None:
             new = msg.episode_id
@@ -191,9 +216,19 @@ class ReasoningNode(ManagedNode):
             store.progress.mark_failed(msg.keyframe_index, msg.raw_text)
         else:
             store.progress.mark_done(msg.keyframe_index)
-            store.memory.put(msg_to_description(msg))
+            description = msg_to_description(msg)
+            store.memory.put(description)
+            if self.long_term is not None:
+                self.long_term.record(description, episode_id=msg.episode_id,
+                                      pose=msg_to_pose(msg.pose) if msg.has_pose else None)
             if store.memory.evicted_below > 1:
                 store.progress.forget_below(store.memory.evicted_below)
+
+    def _on_keyframe(self, msg: KeyFrameMsg) -> None:
+        """Key-frame images, for the stored thumbnails (memory.thumbnail_px)."""
+        if self.long_term is not None:
+            self.long_term.keyframe_image(msg.episode_id, msg.keyframe_index,
+                                          image_msg_to_rgb(msg.image))
 
     def _on_described(self, request: DescribedFrames.Request,
                       response: DescribedFrames.Response) -> DescribedFrames.Response:
@@ -275,9 +310,14 @@ class ReasoningNode(ManagedNode):
             timing.perception_s = time.monotonic() - start
             if on_stage is not None:
                 on_stage("reasoning")
-            result = answerer.answer(question_text, collected.descriptions, episode_id=episode,
-                                     deadline=deadline, on_text=on_text,
-                                     should_stop=tk.should_stop, timing=timing)
+            memory = self.long_term
+            if memory is None:
+                raise CancelledError("the reasoning node is not active")
+            result = answer_with_memory(memory, answerer, question_text, question, list(choices),
+                                        episode_id=episode, last_index=last,
+                                        collected=collected.descriptions, deadline=deadline,
+                                        on_text=on_text, should_stop=tk.should_stop,
+                                        timing=timing)
             if result.success:
                 result.message += collected.note()
             return result
@@ -290,7 +330,10 @@ class ReasoningNode(ManagedNode):
         item = self.questions.health(self.params["reasoning.model"], self.answerer is not None)
         if self._peer_error:
             item.raise_to(ERROR, self._peer_error)
-        return [item]
+        items = [item]
+        if self.memory is not None:
+            items.append(self.memory.health(self.get_fully_qualified_name()))
+        return items
 
     # -- status ---------------------------------------------------------------------------------
     def _fill_status(self, status: NodeStatus) -> None:

@@ -17,6 +17,7 @@ Parameters (`memory.*`, `episode.selection`) are in core/parameters.py.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -126,6 +127,7 @@ class LongTermMemory:
         self.pose_source = pose_source
         self.flush_timeout_s = flush_timeout_s
         self._images: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        self._images_lock = threading.Lock()
 
     @property
     def persistent(self) -> bool:
@@ -137,15 +139,17 @@ class LongTermMemory:
         called on the camera path)."""
         if self.settings.thumbnail_px <= 0:
             return
-        self._images[(episode_id, index)] = image
-        while len(self._images) > self.IMAGES_KEPT:
-            self._images.popitem(last=False)
+        with self._images_lock:
+            self._images[(episode_id, index)] = image
+            while len(self._images) > self.IMAGES_KEPT:
+                self._images.popitem(last=False)
 
     def record(self, desc: FrameDescription, *, episode_id: str = "",
                pose: StoredPose | None = None) -> None:
         """Queue one description for the store (never raises, never blocks on the disk)."""
         episode = episode_id or desc.episode_id
-        image = self._images.pop((episode, desc.keyframe_index), None)
+        with self._images_lock:
+            image = self._images.pop((episode, desc.keyframe_index), None)
         if pose is None and self.pose_source is not None:
             try:
                 pose = self.pose_source(desc.stamp_s)
