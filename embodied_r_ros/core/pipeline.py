@@ -140,7 +140,7 @@ class EmbodiedRPipeline:
         # without it (demo, replay evaluation) the same store lives in RAM.
         self.long_term = long_term or LongTermMemory(
             dataclasses.replace(MemorySettings.from_params(params), path=MEMORY,
-                                continue_episode=False))
+                                continue_episode=False, thumbnail_px=0))
         self.on_episode = on_episode  # (new episode, previous, reason)
         self.budget = EpisodeBudget.from_params(params)
         self.prompts = load_prompt_set(params["prompts.file"])

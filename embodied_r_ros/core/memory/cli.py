@@ -105,7 +105,8 @@ def cmd_select(args: argparse.Namespace) -> int:
     episode = _episode(store, args.episode)
     start = time.perf_counter()
     sel = select_keyframes(store, episode, args.question, max_keyframes=args.max,
-                           mode=args.mode, now_s=args.now, recent=args.recent)
+                           mode=args.mode, now_s=args.now, recent=args.recent,
+                           exact_total=True)
     elapsed_ms = (time.perf_counter() - start) * 1000
     store.close()
     frames = [{"position": pos, "keyframe_index": r.keyframe_index, "stamp_s": r.stamp_s,

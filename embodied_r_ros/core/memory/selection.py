@@ -76,12 +76,18 @@ def even_positions(n: int, max_keyframes: int) -> list[int]:
 def select_keyframes(store: MemoryStore, episode_id: str, question: str, *,
                      max_keyframes: int = 32, mode: str = "relevant",
                      last_index: int | None = None, now_s: float | None = None,
-                     recent: int = 4, ranker: Ranker | None = None) -> Selection:
-    """Choose the key frames of `episode_id` (up to `last_index`) for `question`."""
+                     recent: int = 4, ranker: Ranker | None = None,
+                     exact_total: bool = False) -> Selection:
+    """Choose the key frames of `episode_id` (up to `last_index`) for `question`.
+
+    `Selection.total` is exact with ``exact_total``; otherwise counting stops at
+    max_keyframes + 1 (enough to know whether the episode fits; cheap at 100k).
+    """
     if mode not in MODES:
         raise ValueError(f"episode.selection must be one of {MODES}, got {mode!r}")
     max_keyframes = max(1, int(max_keyframes))
-    total = store.count(episode_id, last_index)
+    total = store.count(episode_id, last_index,
+                        at_most=None if exact_total else max_keyframes + 1)
     sel = Selection(episode_id, mode, total)
     if total == 0:
         return sel

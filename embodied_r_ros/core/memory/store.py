@@ -152,7 +152,7 @@ should so some such than that the their them then there these they this those th
 to too under until up very was we were what when where which while who whom why will
 with would you your see saw seen did back way last first find found look looked looking
 robot view frame frames minute minutes min hour hours second seconds moment start started
-beginning earlier recently currently right left there""".split()) - {"left", "right"}
+beginning earlier recently currently there question choices options answer""".split())
 
 
 def fts_query(text: str) -> str:
@@ -206,6 +206,9 @@ class MemoryStore:
         self._busy = 0
         self._stop = threading.Event()
         self._current_episode = ""
+        self._df_cache: dict[str, tuple[int, int]] = {}
+        self._df_epoch = 0
+        self._rows_cache = (0, -1)
         self.conn = self._open()
         self._thread: threading.Thread | None = None
         if background:
@@ -520,9 +523,14 @@ class MemoryStore:
     def _max(self, max_index: int | None) -> int:
         return (1 << 62) if max_index is None or max_index < 0 else int(max_index)
 
-    def count(self, episode_id: str, max_index: int | None = None) -> int:
-        return int(self._query("SELECT COUNT(*) FROM keyframes WHERE episode_id=? AND "
-                               "keyframe_index<=?", (episode_id, self._max(max_index)))[0][0])
+    def count(self, episode_id: str, max_index: int | None = None, *,
+              at_most: int | None = None) -> int:
+        """Key frames of the episode up to max_index; with `at_most`, counting stops there
+        (cheap on a large store: "does the episode fit in the prompt?")."""
+        cap = "" if at_most is None else f" LIMIT {int(at_most)}"
+        return int(self._query(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM keyframes WHERE episode_id=? AND "
+            f"keyframe_index<=?{cap})", (episode_id, self._max(max_index)))[0][0])
 
     def indices(self, episode_id: str, max_index: int | None = None) -> list[int]:
         return [r[0] for r in self._query(
@@ -573,23 +581,72 @@ class MemoryStore:
         both = sorted(before + after, key=lambda r: abs(r[1] - stamp_s))
         return [int(r[0]) for r in both[:n]]
 
+    # A query word in more than this fraction of the stored observations is left out of
+    # the query when rarer words are there (it barely changes BM25's ranking, and scoring
+    # every key frame it matches is what makes a query slow on a large store).
+    COMMON_FRACTION = 0.02
+
+    def _document_frequency(self, word: str) -> int:
+        cached = self._df_cache.get(word)
+        if cached is not None and cached[1] == self._df_epoch:
+            return cached[0]
+        n = int(self._query("SELECT COUNT(*) FROM keyframes_fts WHERE keyframes_fts MATCH ?",
+                            (f'"{word}"',))[0][0])
+        self._df_cache[word] = (n, self._df_epoch)
+        return n
+
+    def _rows_total(self) -> int:
+        if self._rows_cache[1] != self._df_epoch:
+            n = int(self._query("SELECT COUNT(*) FROM keyframes")[0][0])
+            self._rows_cache = (n, self._df_epoch)
+        return self._rows_cache[0]
+
+    def search_terms(self, text: str) -> list[str]:
+        """The words of `text` a search uses: content words that occur in the store, the
+        common ones (COMMON_FRACTION) dropped when rarer ones are there."""
+        self._df_epoch = self.written // 500 + self.removed_by_retention
+        words = [w for w in fts_query(text).replace('"', "").split(" OR ") if w]
+        found = [(w, self._document_frequency(w)) for w in words]
+        found = [(w, df) for w, df in found if df > 0]
+        limit = max(1.0, self.COMMON_FRACTION * self._rows_total())
+        rare = [w for w, df in found if df <= limit]
+        return rare or [w for w, _ in found]
+
     def search(self, text: str, k: int = 10, *, episode_id: str | None = None,
                max_index: int | None = None) -> list[tuple[str, int, float]]:
         """Key frames whose observations match `text` best (FTS5 BM25), best first, as
         (episode id, key-frame index, score; higher is better)."""
-        match = fts_query(text)
-        if not match or k <= 0:
+        if k <= 0:
             return []
-        sql = ("SELECT k.episode_id, k.keyframe_index, -bm25(keyframes_fts) AS score "
-               "FROM keyframes_fts JOIN keyframes k ON k.id = keyframes_fts.rowid "
-               "WHERE keyframes_fts MATCH ?")
-        args: list[Any] = [match]
-        if episode_id is not None:
-            sql += " AND k.episode_id = ? AND k.keyframe_index <= ?"
-            args += [episode_id, self._max(max_index)]
-        sql += " ORDER BY bm25(keyframes_fts) LIMIT ?"
-        args.append(int(k))
-        return [(r[0], int(r[1]), float(r[2])) for r in self._query(sql, args)]
+        terms = self.search_terms(text)
+        if not terms:
+            return []
+        match = " OR ".join(f'"{w}"' for w in terms)
+        limit = self._max(max_index)
+        fetch = 4 * k
+        while True:
+            hits = self._query("SELECT rowid, -bm25(keyframes_fts) FROM keyframes_fts WHERE "
+                               "keyframes_fts MATCH ? ORDER BY bm25(keyframes_fts) LIMIT ?",
+                               (match, fetch))
+            if not hits:
+                return []
+            marks = ",".join("?" * len(hits))
+            where = {int(r[0]): (r[1], int(r[2])) for r in self._query(
+                f"SELECT id, episode_id, keyframe_index FROM keyframes WHERE id IN ({marks})",
+                [h[0] for h in hits])}
+            out = []
+            for rowid, score in hits:
+                found = where.get(int(rowid))
+                if found is None:
+                    continue
+                if episode_id is not None and (found[0] != episode_id or found[1] > limit):
+                    continue
+                out.append((found[0], found[1], float(score)))
+                if len(out) >= k:
+                    return out
+            if len(hits) < fetch:  # every match was seen
+                return out
+            fetch *= 8
 
     def get(self, episode_id: str, indices: Iterable[int]) -> list[KeyFrameRecord]:
         """The records of these key frames (those stored), in key-frame order."""
