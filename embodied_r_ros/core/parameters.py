@@ -184,6 +184,13 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
     ParamSpec("memory.recent_keyframes", 4,
               "With episode.selection 'relevant': how many of the newest key frames (the "
               "current view) every question is given.", minimum=1),
+    ParamSpec("memory.embedding_model", "",
+              "Text embedding model (sentence-transformers or transformers folder or cached "
+              "hub id) whose similarity to the question is fused with the FTS5/BM25 "
+              "relevance; vectors are computed by the store's writer thread. Empty = "
+              "lexical relevance only."),
+    ParamSpec("memory.embedding_device", "cpu",
+              "Device of the embedding model: cpu, cuda, cuda:N or auto."),
     ParamSpec("memory.thumbnail_px", 320,
               "Longer side in pixels of the JPEG thumbnail stored per key frame (the split "
               "graph's reasoning node takes the images from the key-frame topic); 0 = no "

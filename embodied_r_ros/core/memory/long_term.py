@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from embodied_r_ros.core.memory.embeddings import EmbeddingIndex, make_embedder
 from embodied_r_ros.core.memory.episode import EpisodeMemory
 from embodied_r_ros.core.memory.evidence import EvidenceItem, best_evidence, build_evidence
-from embodied_r_ros.core.memory.selection import Selection, select_keyframes
+from embodied_r_ros.core.memory.selection import Ranker, Selection, select_keyframes
 from embodied_r_ros.core.memory.store import (
     MEMORY,
     KeyFrameRecord,
@@ -57,6 +58,8 @@ class MemorySettings:
     max_age_s: float = 0.0
     max_mb: float = 0.0
     retention_period_s: float = 60.0
+    embedding_model: str = ""
+    embedding_device: str = "cpu"
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> MemorySettings:
@@ -68,7 +71,9 @@ class MemorySettings:
                    thumbnail_quality=params["memory.thumbnail_quality"],
                    max_age_s=params["memory.max_age_h"] * 3600.0,
                    max_mb=params["memory.max_mb"],
-                   retention_period_s=params["memory.retention_period_s"])
+                   retention_period_s=params["memory.retention_period_s"],
+                   embedding_model=params["memory.embedding_model"],
+                   embedding_device=params["memory.embedding_device"])
 
     def resolved_path(self, namespace: str = "/") -> str:
         return self.path or str(default_store_path(namespace))
@@ -126,6 +131,15 @@ class LongTermMemory:
                                  retention_period_s=settings.retention_period_s)
         self.pose_source = pose_source
         self.flush_timeout_s = flush_timeout_s
+        self.embedder = None
+        self.index = EmbeddingIndex()
+        if settings.embedding_model:
+            try:
+                self.embedder = make_embedder(settings.embedding_model, settings.embedding_device)
+            except BaseException:
+                self.store.close()
+                raise
+            self.store.set_embedder(self.embedder)
         self._images: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
         self._images_lock = threading.Lock()
 
@@ -203,10 +217,24 @@ class LongTermMemory:
         sel = select_keyframes(self.store, episode_id, question,
                                max_keyframes=self.settings.max_keyframes,
                                mode=self.settings.selection, last_index=last_index,
-                               recent=self.settings.recent)
+                               recent=self.settings.recent,
+                               ranker=self.ranker(episode_id, last_index))
         in_ram = {d.keyframe_index: d for d in collected}
         descriptions = [in_ram.get(r.keyframe_index) or r.to_description() for r in sel.records]
         return Chosen(descriptions, sel, sel.ages())
+
+    def ranker(self, episode_id: str, last_index: int | None = None) -> Ranker | None:
+        """Embedding ranking of the episode's key frames for a question (None without
+        memory.embedding_model)."""
+        embedder = self.embedder
+        if embedder is None:
+            return None
+
+        def rank(question: str, k: int) -> list[int]:
+            vector = embedder.embed([question])[0]
+            return self.index.rank(self.store, episode_id, vector, k, last_index)
+
+        return rank
 
     @staticmethod
     def evidence(chosen: Chosen, reply_text: str) -> tuple[list[EvidenceItem], EvidenceItem | None]:

@@ -15,6 +15,8 @@ Tables (version 1):
   ``keyframes`` by triggers.
 * ``questions``: question, choices (JSON), answer, evidence (JSON), wall time.
 * ``meta``: key/value (``current_episode``).
+
+Version 2 adds ``embeddings`` (one float32 vector per key frame, with the model's name).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sqlite3
 
 from embodied_r_ros.core.errors import MemoryStoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _V1 = """
 CREATE TABLE IF NOT EXISTS episodes (
@@ -74,10 +76,23 @@ CREATE INDEX IF NOT EXISTS questions_by_episode ON questions (episode_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+# Version 2: one embedding vector per key frame (memory.embedding_model), removed with it.
+_V2 = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    keyframe_id INTEGER PRIMARY KEY,
+    model TEXT NOT NULL,
+    vector BLOB NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS keyframes_ad_embedding AFTER DELETE ON keyframes BEGIN
+    DELETE FROM embeddings WHERE keyframe_id = old.id;
+END;
+"""
+
 # MIGRATIONS[v] is the SQL that turns a version-v file into version v + 1 (v = 0: an
 # empty file). A later version appends e.g. ``1: "ALTER TABLE keyframes ADD COLUMN ..."``.
 MIGRATIONS: dict[int, str] = {
     0: _V1,
+    1: _V2,
 }
 
 

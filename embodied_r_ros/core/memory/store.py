@@ -209,6 +209,8 @@ class MemoryStore:
         self._df_cache: dict[str, tuple[int, int]] = {}
         self._df_epoch = 0
         self._rows_cache = (0, -1)
+        self.embedder: Any = None  # core/memory/embeddings.TextEmbedder, or None
+        self._backfilled = False
         self.conn = self._open()
         self._thread: threading.Thread | None = None
         if background:
@@ -230,6 +232,8 @@ class MemoryStore:
             if str(mode).lower() != "wal":
                 raise sqlite3.DatabaseError(f"journal mode is {mode}, WAL expected")
         conn.execute("PRAGMA synchronous=NORMAL")
+        # INSERT OR REPLACE deletes the old row: its FTS entry and embedding go with it.
+        conn.execute("PRAGMA recursive_triggers=ON")
         migrate(conn, self.path)
         conn.execute("SELECT COUNT(*) FROM keyframes WHERE id = (SELECT MAX(id) FROM keyframes)"
                      ).fetchone()
@@ -334,7 +338,23 @@ class MemoryStore:
             n += self._insert(chunk)
         return n
 
+    def set_embedder(self, embedder: Any) -> None:
+        """Compute an embedding per key frame from now on (and for stored key frames that
+        have none, in the background: `backfill_embeddings`)."""
+        self.embedder = embedder
+        self._backfilled = False
+
+    def _vectors(self, texts: Sequence[str]) -> list[bytes] | None:
+        if self.embedder is None or not texts:
+            return None
+        try:
+            return [v.astype("float32").tobytes() for v in self.embedder.embed(list(texts))]
+        except Exception as exc:  # noqa: BLE001 - the key frame is stored without a vector
+            LOG.warning("memory store: embedding failed (%s); stored without a vector", exc)
+            return None
+
     def _insert(self, records: Sequence[KeyFrameRecord]) -> int:
+        vectors = self._vectors([r.observation for r in records])
         now = time.time()
         rows = []
         last: dict[str, tuple[int, float]] = {}
@@ -356,6 +376,12 @@ class MemoryStore:
                 self.conn.executemany(
                     f"INSERT OR REPLACE INTO keyframes ({_KF_COLUMNS}) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+                if vectors is not None:
+                    self.conn.executemany(
+                        "INSERT OR REPLACE INTO embeddings SELECT id, ?, ? FROM keyframes "
+                        "WHERE episode_id=? AND keyframe_index=?",
+                        [(self.embedder.name, v, r.episode_id, r.keyframe_index)
+                         for r, v in zip(records, vectors, strict=True)])
                 for episode_id, (index, wall) in last.items():
                     self.conn.execute(
                         "INSERT INTO episodes (episode_id, started_wall, last_index) "
@@ -406,7 +432,11 @@ class MemoryStore:
                 try:
                     self._pending.append(self._queue.get(timeout=0.2))
                 except queue.Empty:
-                    pass
+                    if self.embedder is not None and not self._backfilled and not self.disk_full:
+                        try:
+                            self._backfilled = self.backfill_embeddings() == 0
+                        except sqlite3.Error as exc:
+                            LOG.warning("memory store: embedding backfill failed: %s", exc)
             while self._pending and not self._stop.is_set():
                 item = self._pending[0]
                 try:
@@ -441,6 +471,37 @@ class MemoryStore:
                     self.enforce_retention()
                 except sqlite3.Error as exc:
                     LOG.warning("memory store retention failed: %s", exc)
+
+    def backfill_embeddings(self, batch: int = 64) -> int:
+        """Compute vectors for up to `batch` stored key frames that have none; returns how
+        many (0 when done or without an embedder)."""
+        if self.embedder is None:
+            return 0
+        rows = self._query("SELECT k.id, k.observation FROM keyframes k LEFT JOIN embeddings e "
+                           "ON e.keyframe_id = k.id WHERE e.keyframe_id IS NULL ORDER BY k.id "
+                           "LIMIT ?", (batch,))
+        vectors = self._vectors([r[1] for r in rows])
+        if not rows or vectors is None:
+            return 0
+        with self._lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)",
+                                      [(r[0], self.embedder.name, v)
+                                       for r, v in zip(rows, vectors, strict=True)])
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        return len(rows)
+
+    def embeddings_after(self, episode_id: str, after_id: int) -> list[tuple[int, int, bytes]]:
+        """(row id, key-frame index, float32 vector bytes) of the episode's key frames with
+        row id > after_id, in row order (EmbeddingIndex reads them incrementally)."""
+        return [(int(r[0]), int(r[1]), r[2]) for r in self._query(
+            "SELECT k.id, k.keyframe_index, e.vector FROM embeddings e JOIN keyframes k ON "
+            "k.id = e.keyframe_id WHERE k.episode_id=? AND k.id>? ORDER BY k.id",
+            (episode_id, after_id))]
 
     def close(self) -> None:
         """Write what is queued (a few seconds at most), stop the writer, close the file."""
