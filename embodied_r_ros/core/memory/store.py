@@ -642,9 +642,9 @@ class MemoryStore:
         both = sorted(before + after, key=lambda r: abs(r[1] - stamp_s))
         return [int(r[0]) for r in both[:n]]
 
-    # A query word in more than this fraction of the stored observations is left out of
-    # the query when rarer words are there (it barely changes BM25's ranking, and scoring
-    # every key frame it matches is what makes a query slow on a large store).
+    # A query word in more than this fraction of the stored observations does not select
+    # candidates when rarer words are there (scoring every key frame it matches is what
+    # makes a query slow on a large store); it still adds to the candidates' BM25 score.
     COMMON_FRACTION = 0.02
 
     def _document_frequency(self, word: str) -> int:
@@ -662,16 +662,18 @@ class MemoryStore:
             self._rows_cache = (n, self._df_epoch)
         return self._rows_cache[0]
 
-    def search_terms(self, text: str) -> list[str]:
-        """The words of `text` a search uses: content words that occur in the store, the
-        common ones (COMMON_FRACTION) dropped when rarer ones are there."""
+    def search_terms(self, text: str) -> tuple[list[str], list[str]]:
+        """(words that select candidates, words that score them): the content words of
+        `text` that occur in the store; common ones (COMMON_FRACTION) only score when
+        rarer ones are there."""
         self._df_epoch = self.written // 500 + self.removed_by_retention
         words = [w for w in fts_query(text).replace('"', "").split(" OR ") if w]
         found = [(w, self._document_frequency(w)) for w in words]
         found = [(w, df) for w, df in found if df > 0]
         limit = max(1.0, self.COMMON_FRACTION * self._rows_total())
         rare = [w for w, df in found if df <= limit]
-        return rare or [w for w, _ in found]
+        every = [w for w, _ in found]
+        return (rare or every), every
 
     def search(self, text: str, k: int = 10, *, episode_id: str | None = None,
                max_index: int | None = None) -> list[tuple[str, int, float]]:
@@ -679,10 +681,12 @@ class MemoryStore:
         (episode id, key-frame index, score; higher is better)."""
         if k <= 0:
             return []
-        terms = self.search_terms(text)
-        if not terms:
+        select, score = self.search_terms(text)
+        if not select:
             return []
-        match = " OR ".join(f'"{w}"' for w in terms)
+        match = " OR ".join(f'"{w}"' for w in select)
+        if len(score) > len(select):  # the common words add to the score of the candidates
+            match = f"({match}) AND (" + " OR ".join(f'"{w}"' for w in score) + ")"
         limit = self._max(max_index)
         fetch = 4 * k
         while True:
