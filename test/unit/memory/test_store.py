@@ -192,3 +192,20 @@ def test_search_text_is_never_read_as_fts_syntax(tmp_path: Path) -> None:
     assert [i for _, i, _ in store.search('red car" OR (', 5)] == [0]
     assert store.search("where did I see it?", 5) == []
     store.close()
+
+
+def test_diagnostics_warn_about_a_moved_aside_file_and_a_full_disk(tmp_path: Path) -> None:
+    from embodied_r_ros.core.memory.long_term import LongTermMemory, MemorySettings
+
+    path = tmp_path / "robot.sqlite"
+    path.write_bytes(b"garbage" * 100)
+    memory = LongTermMemory(MemorySettings(path=str(path)))
+    level, message = memory.health()
+    assert level == "warn" and "moved aside" in message and str(path) in message
+    memory.store.recovered_from = ""
+    assert memory.health()[0] == "ok"
+    memory.store.disk_full, memory.store.last_error = True, "database or disk is full"
+    level, message = memory.health()
+    assert level == "warn" and "disk full" in message and "wait in RAM" in message
+    memory.store.disk_full = False
+    memory.close()
