@@ -234,6 +234,10 @@ class ReasoningNode(ManagedNode):
                       response: DescribedFrames.Response) -> DescribedFrames.Response:
         with self._lock:
             store = self._stores.get(request.episode_id)
+        long_term = self.long_term
+        if store is None and long_term is not None and request.episode_id and \
+                long_term.store.count(request.episode_id, at_most=1):
+            store = self._store(request.episode_id)  # restarted: known from the store
         if store is not None:
             response.known_episode = True
             response.keyframe_indices = [d.keyframe_index for d in store.memory.descriptions()]

@@ -64,7 +64,7 @@ class TransformersEmbedder:
                 try:
                     from sentence_transformers import SentenceTransformer
                 except ImportError:
-                    SentenceTransformer = None  # noqa: N806 - fall back to transformers
+                    SentenceTransformer = None  # fall back to transformers
                 if SentenceTransformer is not None:
                     self._st = SentenceTransformer(self.source, device=self.device)
                     return
@@ -76,7 +76,7 @@ class TransformersEmbedder:
             self._model = AutoModel.from_pretrained(self.source).to(self.device).eval()
         except ModelUnavailableError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any loading failure is reported as one
+        except Exception as exc:  # any loading failure is reported as one
             raise ModelUnavailableError(
                 f"embedding model {model!r} ({self.source}) could not be loaded: {exc}; set "
                 "memory.embedding_model to a text model folder or hub id, or leave it empty"

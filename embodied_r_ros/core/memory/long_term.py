@@ -167,14 +167,14 @@ class LongTermMemory:
         if pose is None and self.pose_source is not None:
             try:
                 pose = self.pose_source(desc.stamp_s)
-            except Exception:  # noqa: BLE001 - a pose is optional
+            except Exception:  # a pose is optional
                 LOG.debug("no pose for key frame %d", desc.keyframe_index, exc_info=True)
         thumb = None
         if image is not None:
             try:
                 thumb = make_thumbnail(image, self.settings.thumbnail_px,
                                        self.settings.thumbnail_quality)
-            except Exception:  # noqa: BLE001 - a thumbnail is optional
+            except Exception:  # a thumbnail is optional
                 LOG.warning("could not make a thumbnail of key frame %d", desc.keyframe_index,
                             exc_info=True)
         self.store.add(KeyFrameRecord.from_description(desc, episode_id=episode, pose=pose,

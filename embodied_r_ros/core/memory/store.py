@@ -349,7 +349,7 @@ class MemoryStore:
             return None
         try:
             return [v.astype("float32").tobytes() for v in self.embedder.embed(list(texts))]
-        except Exception as exc:  # noqa: BLE001 - the key frame is stored without a vector
+        except Exception as exc:  # the key frame is stored without a vector
             LOG.warning("memory store: embedding failed (%s); stored without a vector", exc)
             return None
 
