@@ -22,6 +22,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "embodied_r_ros.core.keyframes.cli",
         "print the key frames chosen from a video file (for tuning thresholds)",
     ),
+    "memory": (
+        "embodied_r_ros.core.memory.cli",
+        "the robot's key-frame store: import, search, select, export (JSONL, HTML), stats",
+    ),
     "tiny-models": (
         "embodied_r_ros.testing.tiny_models",
         "build tiny random Qwen2.5-VL and Qwen2 models into a folder (no download)",

@@ -41,6 +41,17 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory):
     return build_tiny_models(tmp_path_factory.mktemp("tiny_models"))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each test (and the graphs its fixtures start) gets a ROS_HOME of its own, so the
+    nodes' key-frame stores (memory.path default: $ROS_HOME/embodied_r/<namespace>.sqlite,
+    docs/memory.md) never carry an episode from one test into another. A restart inside
+    one test continues its episode, as on a robot."""
+    import tempfile
+
+    os.environ["ROS_HOME"] = tempfile.mkdtemp(prefix="ros_home_")
+
+
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The synthetic sample (bag + questions + scene), made once per session by the same

@@ -121,3 +121,14 @@ class ConfigError(EmbodiedRError):
     """A configuration file or parameter is invalid; the message names the key."""
 
     code = ErrorCode.INVALID_REQUEST
+
+
+class MemoryStoreError(EmbodiedRError):
+    """The persistent key-frame store (core/memory/store.py) cannot be opened or read;
+    the message names the file and what to do."""
+
+    code = ErrorCode.INTERNAL
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path

@@ -194,6 +194,47 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
     ParamSpec("episode.max_duration_s", 0.0,
               "With episode.policy 'restart': also start a new episode after this many "
               "seconds of stream time (0 = no time budget).", minimum=0.0),
+    ParamSpec("episode.selection", "relevant",
+              "Which key frames a question is given when the episode has more than "
+              "keyframes.max_keyframes: 'even' (the paper's spread: first, last, evenly "
+              "between) or 'relevant' (first, the newest memory.recent_keyframes, those the "
+              "question's time words point to, then the most relevant to the question by "
+              "FTS5/BM25 over the stored observations, each labelled with its age). An "
+              "episode that fits gets the paper's prompt either way. See docs/memory.md.",
+              ("even", "relevant")),
+    # --- long-horizon memory (docs/memory.md) ---------------------------------------------
+    ParamSpec("memory.path", "",
+              "SQLite file of the key-frame memory (WAL; one per robot namespace). Empty = "
+              "$ROS_HOME/embodied_r/<namespace>.sqlite (~/.ros when ROS_HOME is unset); "
+              "':memory:' keeps it in RAM only (nothing survives a restart)."),
+    ParamSpec("memory.continue_episode", True,
+              "On configure, continue the store's current episode and its key-frame "
+              "numbering (a restart or crash loses nothing); false starts a new episode."),
+    ParamSpec("memory.recent_keyframes", 4,
+              "With episode.selection 'relevant': how many of the newest key frames (the "
+              "current view) every question is given.", minimum=1),
+    ParamSpec("memory.embedding_model", "",
+              "Text embedding model (sentence-transformers or transformers folder or cached "
+              "hub id) whose similarity to the question is fused with the FTS5/BM25 "
+              "relevance; vectors are computed by the store's writer thread. Empty = "
+              "lexical relevance only."),
+    ParamSpec("memory.embedding_device", "cpu",
+              "Device of the embedding model: cpu, cuda, cuda:N or auto."),
+    ParamSpec("memory.thumbnail_px", 320,
+              "Longer side in pixels of the JPEG thumbnail stored per key frame (the split "
+              "graph's reasoning node takes the images from the key-frame topic); 0 = no "
+              "thumbnails.", minimum=0),
+    ParamSpec("memory.thumbnail_quality", 70,
+              "JPEG quality (1-100) of the stored thumbnails.", minimum=1),
+    ParamSpec("memory.max_age_h", 0.0,
+              "Retention: key frames older than this many hours (wall time written) are "
+              "removed in the background; 0 = no age limit.", minimum=0.0),
+    ParamSpec("memory.max_mb", 2000.0,
+              "Retention: when the store holds more than this many megabytes the oldest key "
+              "frames are removed in the background (the current episode's first is kept); "
+              "0 = no size limit.", minimum=0.0),
+    ParamSpec("memory.retention_period_s", 60.0,
+              "Seconds between background retention passes.", minimum=1.0),
     # --- questions -------------------------------------------------------------------------
     ParamSpec("qa.default_timeout_s", 300.0,
               "Time limit of one question when the request gives none.", minimum=0.1),
@@ -249,6 +290,9 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
     ParamSpec("services.answer_action", "answer", "Name of the AnswerSpatial action."),
     ParamSpec("services.reset", "reset_episode",
               "Name of the std_srvs/Trigger service that starts a new episode."),
+    ParamSpec("services.recall", "recall",
+              "Name of the embodied_r_ros/Recall service (key frames by text, no model; "
+              "served by the node that owns the key-frame store)."),
     ParamSpec("services.status", "status", "Name of the embodied_r_ros/GetStatus service."),
     # --- split graph ------------------------------------------------------------------------
     ParamSpec("split.keyframe_node", "keyframe_selector",

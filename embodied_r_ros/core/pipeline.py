@@ -16,6 +16,7 @@ episode's key frames; a reset fails the questions bound to the old episode at on
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -30,6 +31,8 @@ from embodied_r_ros.core.keyframes.episode import EpisodeChange, KeyFrameEpisode
 from embodied_r_ros.core.keyframes.rules import apply_count_rule, reference_count_rule
 from embodied_r_ros.core.keyframes.tracker import KeyFrameEvent
 from embodied_r_ros.core.memory.episode import EpisodeMemory
+from embodied_r_ros.core.memory.long_term import LongTermMemory, MemorySettings
+from embodied_r_ros.core.memory.store import MEMORY
 from embodied_r_ros.core.perception.worker import (
     MotionSource,
     PerceptionJob,
@@ -96,8 +99,14 @@ class EmbodiedRPipeline:
                  motion_source: MotionSource | None = None,
                  on_keyframe: Callable[[KeyFrameEvent, str], None] | None = None,
                  on_description: Callable[[FrameDescription], None] | None = None,
-                 on_episode: Callable[[str, str, str], None] | None = None) -> None:
+                 on_episode: Callable[[str, str, str], None] | None = None,
+                 long_term: LongTermMemory | None = None) -> None:
         self.settings = settings
+        # The key-frame store (docs/memory.md). The embedded node passes the persistent one;
+        # without it (demo, replay evaluation) the same store lives in RAM.
+        self.long_term = long_term or LongTermMemory(
+            dataclasses.replace(MemorySettings.from_settings(settings), path=MEMORY,
+                                continue_episode=False, thumbnail_px=0))
         self.on_episode = on_episode  # (new episode, previous, reason)
         self.prompts = load_prompt_set(settings.prompts.file)
         self.perceiver = perceiver
@@ -111,8 +120,10 @@ class EmbodiedRPipeline:
         self.memory = EpisodeMemory(self.episode.episode_id, max_items=settings.episode.window)
         self.perception_settings = settings.perception.generation()
         self.on_keyframe = on_keyframe
+        self._on_description_cb = on_description
         self.worker = PerceptionWorker(perceiver, self.memory, settings=self.perception_settings,
-                                       motion_source=motion_source, on_description=on_description,
+                                       motion_source=motion_source,
+                                       on_description=self._described,
                                        max_queue=settings.perception.max_queue,
                                        prompts=self.prompts,
                                        batch_size=settings.perception.batch_size)
@@ -126,10 +137,27 @@ class EmbodiedRPipeline:
                                        max_waiting=settings.qa.max_waiting_questions)
         self.flow = QuestionFlow(self, self.answerer, self.questions, settings.qa,
                                  settings.camera.topic)
+        self.resumed_keyframes = self._resume()
 
     @property
     def episode_id(self) -> str:
         return self.episode.episode_id
+
+    def _resume(self) -> int:
+        """Continue the store's current episode and its numbering (memory.continue_episode)."""
+        point = self.long_term.resume_point()
+        if point is None:
+            self.long_term.begin_episode(self.episode_id)
+            return 0
+        episode, next_index = point
+        self.episode.continue_episode(episode, next_index)
+        self.worker.reset(episode)
+        return self.long_term.restore(episode, self.memory, self.worker.progress)
+
+    def _described(self, description: FrameDescription) -> None:
+        self.long_term.record(description)
+        if self._on_description_cb is not None:
+            self._on_description_cb(description)
 
     # -- frames ----------------------------------------------------------------------------
     def offer_frame(self, stamp_s: float) -> bool:
@@ -157,6 +185,7 @@ class EmbodiedRPipeline:
         return self.push_sampled(image, stamp_s, index, frame_id)
 
     def _accept(self, event: KeyFrameEvent) -> None:
+        self.long_term.keyframe_image(self.episode_id, event.keyframe_index, event.frame.image)
         if self.on_keyframe is not None:
             self.on_keyframe(event, self.episode_id)
         if self.mode == "streaming":
@@ -181,9 +210,10 @@ class EmbodiedRPipeline:
         return change.new
 
     def _follow(self, change: EpisodeChange) -> None:
-        """The episode rolled over (lock held): perception starts on the new one."""
+        """The episode rolled over (lock held): perception and the store start on the new one."""
         self.worker.reset(change.new)
         self._keyframe_images.clear()
+        self.long_term.begin_episode(change.new)
 
     def _announce(self, change: EpisodeChange) -> None:
         """Tell the owner, and fail the questions bound to the old episode."""
@@ -236,7 +266,8 @@ class EmbodiedRPipeline:
     def description_source(self, episode_id: str) -> DescriptionSource:
         return DescriptionSource(self.worker.progress, self.memory,
                                  check_alive=self.worker.check_alive, pending=self.worker.pending,
-                                 perception_error=self.perception_error)
+                                 perception_error=self.perception_error,
+                                 long_term=self.long_term)
 
     def episode_is_current(self, episode_id: str) -> bool:
         return self.episode_id == episode_id
@@ -285,6 +316,7 @@ class EmbodiedRPipeline:
         """Stop perception, fail waiting questions and release both models."""
         self.questions.close()
         self.worker.stop()
+        self.long_term.close()
         models: list[Perceiver | Reasoner] = [self.perceiver, self.reasoner]
         if self.judge is not None and self.judge is not self.reasoner:
             models.append(self.judge)

@@ -104,12 +104,29 @@ class EpisodeSettings:
     policy: str
     max_keyframes: int
     max_duration_s: float
+    selection: str
 
     @property
     def window(self) -> int:
         """Descriptions an episode memory keeps: `max_keyframes` under the 'window'
         policy; 0 (no limit of its own) under 'restart', where the budget ends it."""
         return self.max_keyframes if self.policy == "window" else 0
+
+
+@dataclass(frozen=True)
+class MemoryStoreSettings:
+    """The key-frame store (`memory.*`, docs/memory.md)."""
+
+    path: str
+    continue_episode: bool
+    recent_keyframes: int
+    embedding_model: str
+    embedding_device: str
+    thumbnail_px: int
+    thumbnail_quality: int
+    max_age_h: float
+    max_mb: float
+    retention_period_s: float
 
 
 @dataclass(frozen=True)
@@ -148,6 +165,7 @@ class ServiceSettings:
     ask: str
     answer_action: str
     reset: str
+    recall: str
     status: str
 
 
@@ -172,6 +190,7 @@ class Settings:
     reasoning: ModelSettings
     prompts: PromptSettings
     episode: EpisodeSettings
+    memory: MemoryStoreSettings
     qa: QASettings
     diagnostics: DiagnosticsSettings
     topics: TopicSettings
@@ -204,6 +223,7 @@ _GROUPS: dict[str, type] = {
     "reasoning": ModelSettings,
     "prompts": PromptSettings,
     "episode": EpisodeSettings,
+    "memory": MemoryStoreSettings,
     "qa": QASettings,
     "diagnostics": DiagnosticsSettings,
     "topics": TopicSettings,

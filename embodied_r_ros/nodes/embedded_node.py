@@ -16,6 +16,7 @@ from std_srvs.srv import Trigger
 
 from embodied_r_ros.core.health import HealthItem
 from embodied_r_ros.core.keyframes.tracker import KeyFrameEvent
+from embodied_r_ros.core.memory.long_term import LongTermMemory, MemorySettings
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
 from embodied_r_ros.core.settings import Settings
@@ -26,6 +27,7 @@ from embodied_r_ros.nodes.common.camera_input import CameraInput
 from embodied_r_ros.nodes.common.conversions import description_to_msg, episode_msg
 from embodied_r_ros.nodes.common.keyframe_publisher import KeyFramePublisher
 from embodied_r_ros.nodes.common.managed_node import ManagedNode
+from embodied_r_ros.nodes.common.memory_services import MemoryServices
 from embodied_r_ros.nodes.common.node_runtime import run_node
 from embodied_r_ros.nodes.common.odometry_input import OdometryInput
 from embodied_r_ros.nodes.common.qos import DESCRIPTION_QOS, EPISODE_QOS
@@ -36,7 +38,7 @@ from embodied_r_ros.srv import GetStatus
 
 class EmbodiedRNode(ManagedNode):
     PARAMETER_GROUPS = ("camera", "keyframes", "perception", "reasoning", "prompts", "episode",
-                        "qa", "topics", "services")
+                        "qa", "topics", "services", "memory")
 
     def __init__(self, name: str = "embodied_r") -> None:
         super().__init__(name)
@@ -45,6 +47,7 @@ class EmbodiedRNode(ManagedNode):
         self.camera: CameraInput | None = None
         self.questions: QuestionServer | None = None
         self.keyframes: KeyFramePublisher | None = None
+        self.memory: MemoryServices | None = None
         self.description_pub: Any = None
         self.episode_pub: Any = None
         self.status = StatusService(self, "embedded", self._fill_status,
@@ -65,11 +68,22 @@ class EmbodiedRNode(ManagedNode):
         self.episode_pub = self.create_lifecycle_publisher(Episode, settings.topics.episode,
                                                            EPISODE_QOS)
         self.odometry = OdometryInput(self, settings) if settings.perception.use_odometry else None
+        # The key-frame store (docs/memory.md): reopened here, the stored episode continues.
+        long_term = LongTermMemory(MemorySettings.from_settings(settings),
+                                   namespace=self.get_namespace(),
+                                   pose_source=self.odometry.pose_at if self.odometry else None)
+        self.memory = MemoryServices(self, long_term)
+        for warning in long_term.store.warnings:
+            self.get_logger().warning(warning)
         self.pipeline = EmbodiedRPipeline(
             settings, perceiver, reasoner,
             motion_source=self.odometry.motion_label if self.odometry else None,
             on_keyframe=self._publish_keyframe, on_description=self._publish_description,
-            on_episode=self._publish_episode)
+            on_episode=self._publish_episode, long_term=long_term)
+        if self.pipeline.resumed_keyframes:
+            self.get_logger().info(
+                f"memory store {long_term.path}: continuing episode {self.pipeline.episode_id} "
+                f"({self.pipeline.resumed_keyframes} key frame(s) stored)")
         self.questions = QuestionServer(
             self, self.pipeline.ask, self.pipeline.questions, service_name=settings.services.ask,
             action_name=settings.services.answer_action, answers_topic=settings.topics.answers)
@@ -87,6 +101,8 @@ class EmbodiedRNode(ManagedNode):
         group = ReentrantCallbackGroup()
         self.create_tracked_service(Trigger, self.settings.services.reset, "reset service",
                                     self._on_reset, callback_group=group)
+        if self.memory is not None:
+            self.memory.serve(self.settings.services.recall, group)
         self.questions.serve()
         self.episode_pub.publish(episode_msg(self, pipeline.episode_id, "", "startup"))
 
@@ -105,6 +121,7 @@ class EmbodiedRNode(ManagedNode):
         if self.questions is not None:
             self.questions.destroy()
         self.pipeline = self.odometry = self.camera = self.questions = self.keyframes = None
+        self.memory = None
         self.description_pub = self.episode_pub = None
 
     # -- callbacks ------------------------------------------------------------------------------
@@ -119,7 +136,9 @@ class EmbodiedRNode(ManagedNode):
 
     def _publish_description(self, description: FrameDescription) -> None:
         if self.description_pub is not None:
-            self.description_pub.publish(description_to_msg(description))
+            odometry = self.odometry
+            pose = odometry.pose_at(description.stamp_s) if odometry is not None else None
+            self.description_pub.publish(description_to_msg(description, pose))
 
     def _publish_episode(self, episode: str, previous: str, reason: str) -> None:
         if self.episode_pub is not None:
@@ -151,6 +170,8 @@ class EmbodiedRNode(ManagedNode):
                                                 self.thresholds))
         if self.questions is not None:
             items.append(self.questions.health(self.settings.reasoning.model, True))
+        if self.memory is not None:
+            items.append(self.memory.health(name))
         return items
 
     def _fill_status(self, status: NodeStatus) -> None:

@@ -205,7 +205,10 @@ class PerceptionNode(ManagedNode):
 
     def _publish(self, description: FrameDescription) -> None:
         if self.publisher is not None:
-            self.publisher.publish(description_to_msg(description))
+            # The pose at the key frame goes with it: the reasoning node stores it.
+            odometry = self.odometry
+            pose = odometry.pose_at(description.stamp_s) if odometry is not None else None
+            self.publisher.publish(description_to_msg(description, pose))
 
 
 def main(args: list[str] | None = None) -> int:

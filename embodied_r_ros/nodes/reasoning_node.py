@@ -38,6 +38,7 @@ from embodied_r_ros.core.errors import (
 )
 from embodied_r_ros.core.health import ERROR, HealthItem
 from embodied_r_ros.core.memory.episode import EpisodeMemory
+from embodied_r_ros.core.memory.long_term import LongTermMemory, MemorySettings
 from embodied_r_ros.core.perception.progress import ProcessedFrames
 from embodied_r_ros.core.pipeline import make_self_check
 from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
@@ -47,10 +48,12 @@ from embodied_r_ros.core.qa.queue import QuestionQueue, Ticket
 from embodied_r_ros.core.settings import Settings
 from embodied_r_ros.msg import Episode, NodeStatus
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
-from embodied_r_ros.nodes.common.conversions import msg_to_description
+from embodied_r_ros.msg import KeyFrame as KeyFrameMsg
+from embodied_r_ros.nodes.common.conversions import image_msg_to_rgb, msg_to_description, msg_to_pose
 from embodied_r_ros.nodes.common.managed_node import ManagedNode
+from embodied_r_ros.nodes.common.memory_services import MemoryServices
 from embodied_r_ros.nodes.common.node_runtime import run_node
-from embodied_r_ros.nodes.common.qos import DESCRIPTION_QOS, EPISODE_QOS
+from embodied_r_ros.nodes.common.qos import DESCRIPTION_QOS, EPISODE_QOS, KEYFRAME_QOS
 from embodied_r_ros.nodes.common.question_server import QuestionServer
 from embodied_r_ros.nodes.common.status import StatusService
 from embodied_r_ros.srv import DescribedFrames, KeyFrameState
@@ -64,7 +67,7 @@ class EpisodeStore:
 
 class ReasoningNode(ManagedNode):
     PARAMETER_GROUPS = ("reasoning", "prompts", "episode", "keyframes.max_keyframes", "qa", "topics", "services",
-                        "split", "perception.model", "perception.mode", "camera.topic")
+                        "split", "perception.model", "perception.mode", "camera.topic", "memory")
     LIVENESS_PERIOD_S = 1.0
 
     def __init__(self, name: str = "reasoning") -> None:
@@ -74,6 +77,8 @@ class ReasoningNode(ManagedNode):
         self.judge: Any = None
         self.questions_queue: QuestionQueue | None = None
         self.questions: QuestionServer | None = None
+        self.long_term: LongTermMemory | None = None
+        self.memory: MemoryServices | None = None
         self._stores: OrderedDict[str, EpisodeStore] = OrderedDict()
         self._lock = threading.Lock()
         self._current_episode = ""
@@ -103,6 +108,13 @@ class ReasoningNode(ManagedNode):
         self.questions = QuestionServer(
             self, self.ask, self.questions_queue, service_name=settings.services.ask,
             action_name=settings.services.answer_action, answers_topic=settings.topics.answers)
+        # The key-frame store (docs/memory.md): descriptions (with the poses the perception
+        # node sends) are written here; a restarted node answers from what it stored.
+        self.long_term = LongTermMemory(MemorySettings.from_settings(settings),
+                                        namespace=self.get_namespace())
+        self.memory = MemoryServices(self, self.long_term)
+        for warning in self.long_term.store.warnings:
+            self.get_logger().warning(warning)
 
     def activate_node(self) -> None:
         assert self.questions is not None
@@ -122,6 +134,12 @@ class ReasoningNode(ManagedNode):
         self.create_tracked_service(DescribedFrames, settings.split.described_service,
                                     "described-frames service", self._on_described,
                                     callback_group=group)
+        if self.memory is not None:
+            self.memory.serve(settings.services.recall, group)
+        if self.long_term is not None and self.long_term.settings.thumbnail_px > 0:
+            self.entity(self.create_subscription(
+                KeyFrameMsg, settings.topics.keyframes,
+                self.tracked("keyframe", self._on_keyframe), KEYFRAME_QOS, callback_group=group))
         self.questions.serve()
 
     def deactivate_node(self) -> None:
@@ -138,6 +156,9 @@ class ReasoningNode(ManagedNode):
         if self.questions_queue is not None:
             self.questions_queue.close()
         self.answerer = self.flow = self.questions = self.questions_queue = None
+        if self.long_term is not None:
+            self.long_term.close()
+        self.long_term = self.memory = None
         with self._lock:
             self._stores.clear()
             self._current_episode = ""
@@ -150,6 +171,8 @@ class ReasoningNode(ManagedNode):
             if store is None:
                 store = self._stores[episode_id] = EpisodeStore(
                     EpisodeMemory(episode_id, self.settings.episode.window))
+                if self.long_term is not None:  # a restarted node continues from the store
+                    self.long_term.restore(episode_id, store.memory, store.progress)
             self._stores.move_to_end(episode_id)
             while len(self._stores) > self.settings.split.episodes_kept:
                 self._stores.popitem(last=False)
@@ -161,6 +184,8 @@ class ReasoningNode(ManagedNode):
                 return
             self._current_episode = msg.episode_id
         self._store(msg.episode_id)
+        if self.long_term is not None:
+            self.long_term.begin_episode(msg.episode_id)
         queue = self.questions_queue
         if queue is not None:
             new = msg.episode_id
@@ -182,14 +207,28 @@ class ReasoningNode(ManagedNode):
         else:
             self._failed_streak = 0
             store.progress.mark_done(msg.keyframe_index)
-            store.memory.put(msg_to_description(msg))
+            description = msg_to_description(msg)
+            store.memory.put(description)
+            if self.long_term is not None:
+                self.long_term.record(description, episode_id=msg.episode_id,
+                                      pose=msg_to_pose(msg.pose) if msg.has_pose else None)
             if store.memory.evicted_below > 1:
                 store.progress.forget_below(store.memory.evicted_below)
+
+    def _on_keyframe(self, msg: KeyFrameMsg) -> None:
+        """Key-frame images, for the stored thumbnails (memory.thumbnail_px)."""
+        if self.long_term is not None:
+            self.long_term.keyframe_image(msg.episode_id, msg.keyframe_index,
+                                          image_msg_to_rgb(msg.image))
 
     def _on_described(self, request: DescribedFrames.Request,
                       response: DescribedFrames.Response) -> DescribedFrames.Response:
         with self._lock:
             store = self._stores.get(request.episode_id)
+        long_term = self.long_term
+        if store is None and long_term is not None and request.episode_id and \
+                long_term.store.count(request.episode_id, at_most=1):
+            store = self._store(request.episode_id)  # restarted: known from the store
         if store is not None:
             response.known_episode = True
             response.keyframe_indices = [d.keyframe_index for d in store.memory.descriptions()]
@@ -259,7 +298,8 @@ class ReasoningNode(ManagedNode):
     def description_source(self, episode_id: str) -> DescriptionSource:
         store = self._store(episode_id)
         return DescriptionSource(store.progress, store.memory, check_alive=self._check_perception,
-                                 perception_error=self._perception_error)
+                                 perception_error=self._perception_error,
+                                 long_term=self.long_term)
 
     def episode_is_current(self, episode_id: str) -> bool:
         # A new episode announced on topics.episode interrupts the question at once
@@ -275,7 +315,10 @@ class ReasoningNode(ManagedNode):
         failing = self._perception_error()
         if failing:
             item.raise_to(ERROR, f"perception is failing: {failing}")
-        return [item]
+        items = [item]
+        if self.memory is not None:
+            items.append(self.memory.health(self.get_fully_qualified_name()))
+        return items
 
     # -- status ---------------------------------------------------------------------------------
     def _fill_status(self, status: NodeStatus) -> None:

@@ -56,8 +56,13 @@ def _kept(text: str | None) -> str:
     return (text or "").strip()
 
 
-def render_video_text(descriptions: Sequence[FrameDescription], prompts: PromptSet | None = None) -> str:
-    """Render descriptions as the LM's video text (format in the module docstring)."""
+def render_video_text(descriptions: Sequence[FrameDescription], prompts: PromptSet | None = None,
+                      ages: Sequence[str] | None = None) -> str:
+    """Render descriptions as the LM's video text (format in the module docstring).
+
+    With ``ages`` (one per description, e.g. "12 min"; long-horizon selection only) each
+    frame is labelled with its time before now: "Frame 3, 12 min ago: ...".
+    """
     prompts = prompts or PromptSet.default()
     clean = _flat if prompts.flag("reasoning.one_line_frames") else _kept
     preamble = prompts.text("reasoning.video_preamble")
@@ -67,11 +72,13 @@ def render_video_text(descriptions: Sequence[FrameDescription], prompts: PromptS
     empty = prompts.text("reasoning.empty_observation")
     for i, desc in enumerate(descriptions):
         observation = clean(desc.observation) or empty
+        label: int | str = i if ages is None else f"{i}, {ages[i]} ago"
         if i == 0:
-            lines.append(prompts.render("reasoning.frame_first", index=0, observation=observation))
+            lines.append(prompts.render("reasoning.frame_first", index=label, observation=observation))
         else:
             action = clean(desc.action) or prompts.text("reasoning.unknown_action")
-            lines.append(prompts.render("reasoning.frame_next", index=i, action=action, observation=observation))
+            lines.append(prompts.render("reasoning.frame_next", index=label, action=action,
+                                        observation=observation))
     return "\n".join(lines)
 
 

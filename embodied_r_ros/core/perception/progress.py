@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 
 class ProcessedFrames:
@@ -21,6 +21,11 @@ class ProcessedFrames:
         with self._cond:
             self._done.add(index)
             self._failed.pop(index, None)
+            self._cond.notify_all()
+
+    def mark_done_many(self, indices: Iterable[int]) -> None:
+        with self._cond:
+            self._done.update(indices)
             self._cond.notify_all()
 
     def mark_failed(self, index: int, reason: str) -> None:

@@ -24,6 +24,7 @@ from embodied_r_ros.core.errors import (
 )
 from embodied_r_ros.core.keyframes.rules import apply_count_rule
 from embodied_r_ros.core.memory.episode import render_video_text
+from embodied_r_ros.core.memory.evidence import EvidenceItem
 from embodied_r_ros.core.prompts.prompt_set import PromptSet
 from embodied_r_ros.core.prompts.reasoning import (
     OPTION_LETTERS,
@@ -62,6 +63,10 @@ class AnswerResult:
     # letter the check derived from the reasoning alone.
     self_check: str = ""
     self_check_letter: str = ""
+    # The key frames the prompt held (named=True: the reasoning refers to them) and the
+    # one to go to (None without poses); see core/memory/evidence.py.
+    evidence: list[EvidenceItem] = field(default_factory=list)
+    goal: EvidenceItem | None = None
 
     @classmethod
     def failure(cls, error: EmbodiedRError, **kwargs: object) -> AnswerResult:
@@ -95,17 +100,22 @@ class QuestionAnswerer:
                episode_id: str = "", deadline: float | None = None,
                on_text: TextCallback | None = None,
                should_stop: Callable[[], bool] | None = None,
-               timing: TimingInfo | None = None) -> AnswerResult:
-        """Answer an already formatted question (`reasoning_prompts.format_question`)."""
+               timing: TimingInfo | None = None,
+               selected: bool = False, ages: Sequence[str] | None = None) -> AnswerResult:
+        """Answer an already formatted question (`reasoning_prompts.format_question`).
+
+        ``selected=True``: `descriptions` were already chosen (core/memory/selection.py)
+        and are used as given, labelled with ``ages`` when given.
+        """
         timing = timing or TimingInfo()
         if not descriptions:
             err = NoKeyFramesError("no key frame of this episode has been described yet; "
                                    "check that camera frames arrive on the camera topic and "
                                    "that the perception model is running")
             return AnswerResult.failure(err, episode_id=episode_id, timing=timing)
-        used = select_for_prompt(descriptions, self.max_keyframes)
-        messages = build_reasoning_messages(render_video_text(used, self.prompts), question_text,
-                                            self.prompts)
+        used = list(descriptions) if selected else select_for_prompt(descriptions, self.max_keyframes)
+        messages = build_reasoning_messages(render_video_text(used, self.prompts, ages),
+                                            question_text, self.prompts)
 
         def stop() -> bool:
             if should_stop is not None and should_stop():

@@ -22,6 +22,7 @@ from typing import Protocol
 from embodied_r_ros.core.backends.base import TextCallback
 from embodied_r_ros.core.errors import EpisodeResetError, InvalidRequestError, NoKeyFramesError
 from embodied_r_ros.core.memory.episode import EpisodeMemory
+from embodied_r_ros.core.memory.long_term import LongTermMemory, answer_with_memory
 from embodied_r_ros.core.perception.progress import ProcessedFrames
 from embodied_r_ros.core.prompts.reasoning import format_question
 from embodied_r_ros.core.qa.answerer import AnswerResult, QuestionAnswerer
@@ -56,6 +57,9 @@ class DescriptionSource:
     check_alive: Callable[[], None] | None = None
     pending: Callable[[], int] | None = None
     perception_error: Callable[[], str] | None = None  # "" unless perception is failing
+    # The key-frame store: when given, the prompt's key frames are chosen from the whole
+    # memory and the answer carries its evidence (core/memory/long_term.py).
+    long_term: LongTermMemory | None = None
 
 
 class EpisodeAccess(Protocol):
@@ -118,6 +122,7 @@ class QuestionFlow:
             if view.last_index < 0:
                 raise no_keyframes_error(self.camera_topic)
             note = ""
+            long_term = None
             if view.describe_now is not None:
                 descriptions = view.describe_now(question_text, on_stage, timing, tk)
             else:
@@ -131,11 +136,19 @@ class QuestionFlow:
                     pending=source.pending, perception_error=source.perception_error)
                 timing.perception_s = time.monotonic() - start
                 descriptions, note = collected.descriptions, collected.note()
+                long_term = source.long_term
             stage("reasoning")
-            result = self.answerer.answer(question_text, descriptions,
-                                          episode_id=view.episode_id, deadline=deadline,
-                                          on_text=on_text, should_stop=tk.should_stop,
-                                          timing=timing)
+            if long_term is not None:
+                result = answer_with_memory(
+                    long_term, self.answerer, question_text, question, list(choices),
+                    episode_id=view.episode_id, last_index=view.last_index,
+                    collected=descriptions, deadline=deadline, on_text=on_text,
+                    should_stop=tk.should_stop, timing=timing)
+            else:
+                result = self.answerer.answer(question_text, descriptions,
+                                              episode_id=view.episode_id, deadline=deadline,
+                                              on_text=on_text, should_stop=tk.should_stop,
+                                              timing=timing)
             if not self.access.episode_is_current(view.episode_id):
                 raise EpisodeResetError("the episode was reset while the question was "
                                         "answered; ask again")

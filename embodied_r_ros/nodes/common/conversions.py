@@ -9,10 +9,12 @@ exists. Outgoing images (key frames) are built by `core.image_codec`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
@@ -22,9 +24,11 @@ from embodied_r_ros.core.image_codec import (
     rgb_to_raw,
 )
 from embodied_r_ros.core.keyframes.tracker import KeyFrameEvent
+from embodied_r_ros.core.memory.evidence import EvidenceItem
+from embodied_r_ros.core.memory.store import StoredPose
 from embodied_r_ros.core.qa.answerer import AnswerResult
 from embodied_r_ros.core.types import FrameDescription
-from embodied_r_ros.msg import Episode, SpatialAnswer
+from embodied_r_ros.msg import Episode, Evidence, SpatialAnswer
 from embodied_r_ros.msg import FrameDescription as FrameDescriptionMsg
 from embodied_r_ros.msg import KeyFrame as KeyFrameMsg
 
@@ -98,13 +102,18 @@ def keyframe_event_to_msg(event: KeyFrameEvent, episode_id: str) -> KeyFrameMsg:
                        overlap=float(event.overlap), reason=event.reason)
 
 
-def description_to_msg(desc: FrameDescription) -> FrameDescriptionMsg:
+def description_to_msg(desc: FrameDescription,
+                       pose: StoredPose | None = None) -> FrameDescriptionMsg:
     """The message of one description; its episode is the key frame's own."""
-    return FrameDescriptionMsg(
+    msg = FrameDescriptionMsg(
         header=Header(stamp=seconds_to_stamp(desc.stamp_s)), episode_id=desc.episode_id,
         keyframe_index=desc.keyframe_index, action=desc.action or "",
         action_source=desc.action_source, observation=desc.observation,
-        raw_text=desc.raw_text, mode=desc.mode, latency_s=float(desc.latency_s))
+        raw_text=desc.raw_text, mode=desc.mode, latency_s=float(desc.latency_s),
+        has_pose=pose is not None)
+    if pose is not None:
+        msg.pose = pose_to_msg(pose, desc.stamp_s)
+    return msg
 
 
 def msg_to_description(msg: FrameDescriptionMsg) -> FrameDescription:
@@ -136,7 +145,38 @@ def fill_result(target: object, result: AnswerResult) -> object:
     target.total_s = float(result.timing.total_s)
     target.self_check = result.self_check
     target.self_check_letter = result.self_check_letter
+    target.evidence = [evidence_to_msg(e) for e in result.evidence]
+    goal = result.goal
+    target.has_goal_pose = goal is not None and goal.pose is not None
+    if goal is not None and goal.pose is not None:
+        target.goal_pose = pose_to_msg(goal.pose, goal.stamp_s)
     return target
+
+
+def pose_to_msg(pose: StoredPose, stamp_s: float) -> PoseStamped:
+    """A stored pose (x, y, z, yaw) as a PoseStamped in its odometry frame."""
+    msg = PoseStamped(header=Header(stamp=seconds_to_stamp(stamp_s), frame_id=pose.frame_id))
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = pose.x, pose.y, pose.z
+    msg.pose.orientation.z = math.sin(pose.yaw / 2.0)
+    msg.pose.orientation.w = math.cos(pose.yaw / 2.0)
+    return msg
+
+
+def msg_to_pose(msg: PoseStamped) -> StoredPose:
+    q = msg.pose.orientation
+    yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+    p = msg.pose.position
+    return StoredPose(p.x, p.y, p.z, yaw, msg.header.frame_id)
+
+
+def evidence_to_msg(item: EvidenceItem) -> Evidence:
+    msg = Evidence(episode_id=item.episode_id, keyframe_index=int(item.keyframe_index),
+                   stamp=seconds_to_stamp(item.stamp_s), position=int(item.position),
+                   named=bool(item.named), relevance=float(item.relevance),
+                   observation=item.observation, has_pose=item.pose is not None)
+    if item.pose is not None:
+        msg.pose = pose_to_msg(item.pose, item.stamp_s)
+    return msg
 
 
 def answer_record(result: AnswerResult, question: str, choices: list[str],

@@ -11,6 +11,7 @@ from typing import Any
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 
+from embodied_r_ros.core.memory.store import StoredPose
 from embodied_r_ros.core.perception.odometry import PoseHistory, measured_action, pose_from_odometry_msg
 from embodied_r_ros.core.settings import Settings
 
@@ -28,6 +29,7 @@ class OdometryInput:
         self.topic = settings.perception.odometry_topic
         self.history = PoseHistory(max_age_s=max_age_s)
         self._cond = threading.Condition()
+        self.frame_id = ""
 
     def subscribe(self, wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]]) -> Any:
         """Create the subscription (on activate); the caller destroys it on deactivate."""
@@ -37,7 +39,18 @@ class OdometryInput:
     def _on_odometry(self, msg: Odometry) -> None:
         with self._cond:
             self.history.add(pose_from_odometry_msg(msg))
+            self.frame_id = msg.header.frame_id
             self._cond.notify_all()
+
+    def pose_at(self, stamp_s: float) -> StoredPose | None:
+        """The pose at a stamp (interpolated; None without odometry near it), for the
+        key-frame store. Never waits."""
+        with self._cond:
+            pose = self.history.at(stamp_s)
+            frame_id = self.frame_id
+        if pose is None:
+            return None
+        return StoredPose(float(pose.x), float(pose.y), float(pose.z), float(pose.yaw), frame_id)
 
     def motion_label(self, previous_stamp_s: float, stamp_s: float) -> str | None:
         deadline = time.monotonic() + self.CATCH_UP_S
