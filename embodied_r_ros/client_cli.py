@@ -48,11 +48,21 @@ def _fields(msg: Any) -> dict[str, Any]:
     return out
 
 
-def _print_answer(reply: Any, as_json: bool) -> int:
+def _code_name(code: int) -> str:
     from embodied_r_ros.core.errors import ErrorCode
 
+    try:
+        return ErrorCode(int(code)).name
+    except ValueError:
+        return f"UNKNOWN_{code}"
+
+
+def _print_answer(reply: Any, as_json: bool) -> int:
     if as_json:
-        print(json.dumps(_fields(reply)))
+        row = _fields(reply)
+        if "error_code" in row:  # the name beside the number (msg/ErrorCode.msg)
+            row["error_name"] = _code_name(row["error_code"])
+        print(json.dumps(row))
     elif reply.success:
         text = f" ({reply.answer_text})" if reply.answer_text else ""
         print(f"answer: {reply.answer}{text}")
@@ -63,7 +73,8 @@ def _print_answer(reply: Any, as_json: bool) -> int:
         if reply.message and reply.message != "ok":
             print(f"note: {reply.message}")
     else:
-        print(f"failed ({ErrorCode(reply.error_code).name}): {reply.message}", file=sys.stderr)
+        print(f"failed ({_code_name(reply.error_code)}, code {int(reply.error_code)}): "
+              f"{reply.message}", file=sys.stderr)
     return EXIT_OK if reply.success else EXIT_FAILED
 
 

@@ -113,7 +113,8 @@ def print_report(episode: EpisodeRecord, results: list[QuestionResult], tiny: bo
         print(f"  Q: {short(r.question, 150)}")
         if r.choices:
             print("     choices: " + "; ".join(f"{chr(65 + i)}. {c}" for i, c in enumerate(r.choices)))
-        status = "ok" if r.success else f"FAILED code {r.error_code}: {r.message}"
+        status = "ok" if r.success else (f"FAILED {ErrorCode(r.error_code).name} "
+                                         f"(code {r.error_code}): {short(r.message, 120)}")
         print(f"     answer: {r.answer or '-'} {('(' + r.answer_text + ')') if r.answer_text else ''}"
               f"  ground truth: {r.ground_truth or '-'}{verdict}  [{status}]")
         print(f"     reasoning: {short(r.reasoning or r.raw_output, 200) or '-'}")

@@ -100,10 +100,10 @@ def make_self_check(params: Mapping[str, Any], reasoner: Reasoner) -> Reasoner |
 def load_models(params: Mapping[str, Any]) -> tuple[Perceiver, Reasoner]:
     """Build both models from parameters; raises ModelUnavailableError with the reason."""
     from embodied_r_ros.core.backends.factory import make_perceiver, make_reasoner
-    from embodied_r_ros.core.backends.model_spec import ModelSpec
+    from embodied_r_ros.core.model_settings import model_spec
 
-    perceiver = make_perceiver(ModelSpec.from_dict(cfg.model_spec_dict(params, "perception")))
-    reasoner = make_reasoner(ModelSpec.from_dict(cfg.model_spec_dict(params, "reasoning")))
+    perceiver = make_perceiver(model_spec(params, "perception"))
+    reasoner = make_reasoner(model_spec(params, "reasoning"))
     return perceiver, reasoner
 
 

@@ -39,6 +39,13 @@ from embodied_r_ros.evaluation.questions import QuestionItem
 STAGES = ("perception_s", "reasoning_s", "total_s")
 
 
+def _code_name(code: int) -> str:
+    try:
+        return ErrorCode(int(code)).name
+    except ValueError:
+        return f"UNKNOWN_{code}"
+
+
 @dataclass
 class QuestionResult:
     """One asked question and what the pipeline answered (either replay mode)."""
@@ -94,7 +101,9 @@ class QuestionResult:
         return cls.make(item, bag, mode, success=False, error_code=int(code), message=message)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(self)
+        row["error_name"] = _code_name(self.error_code)  # beside the number, for people
+        return row
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> QuestionResult:

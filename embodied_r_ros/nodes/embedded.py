@@ -9,6 +9,7 @@ descriptions, answers and episodes are published for visibility.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -16,6 +17,7 @@ from std_srvs.srv import Trigger
 
 from embodied_r_ros.core.health import HealthItem
 from embodied_r_ros.core.keyframe_tracker import KeyFrameEvent
+from embodied_r_ros.core.model_settings import model_settings_line
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 from embodied_r_ros.core.prompt_set import load_prompt_set
 from embodied_r_ros.core.types import FrameDescription
@@ -56,6 +58,8 @@ class EmbodiedRNode(ManagedNode):
             f"loading models: perception {params['perception.backend']}:"
             f"{params['perception.model'] or '<unset>'}, reasoning "
             f"{params['reasoning.backend']}:{params['reasoning.model'] or '<unset>'}")
+        self.get_logger().info(model_settings_line(params, ("perception", "reasoning"),
+                                                   sys.argv, self.get_name()))
         load_prompt_set(params["prompts.file"])  # a bad prompt file fails configure first
         perceiver, reasoner = load_models(params)
         self.keyframes = KeyFramePublisher(self, params["topics.keyframes"])

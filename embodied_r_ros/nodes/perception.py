@@ -15,6 +15,7 @@ described before.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import Counter
@@ -23,10 +24,9 @@ from typing import Any
 from rclpy.callback_groups import ReentrantCallbackGroup
 
 from embodied_r_ros.core.backends.factory import make_perceiver
-from embodied_r_ros.core.backends.model_spec import ModelSpec
-from embodied_r_ros.core.config import model_spec_dict
 from embodied_r_ros.core.errors import ConfigError, EmbodiedRError
 from embodied_r_ros.core.health import HealthItem
+from embodied_r_ros.core.model_settings import model_settings_line, model_spec
 from embodied_r_ros.core.perception_worker import PerceptionJob, PerceptionWorker
 from embodied_r_ros.core.pipeline import generation_settings
 from embodied_r_ros.core.prompt_set import load_prompt_set
@@ -68,7 +68,9 @@ class PerceptionNode(ManagedNode):
         prompts = load_prompt_set(params["prompts.file"])
         self.get_logger().info(f"loading perception model {params['perception.backend']}:"
                                f"{params['perception.model'] or '<unset>'}")
-        perceiver = make_perceiver(ModelSpec.from_dict(model_spec_dict(params, "perception")))
+        self.get_logger().info(model_settings_line(params, ("perception",), sys.argv,
+                                                   self.get_name()))
+        perceiver = make_perceiver(model_spec(params, "perception"))
         self.odometry = OdometryInput(self, params) if params["perception.use_odometry"] else None
         self.publisher = self.create_lifecycle_publisher(
             FrameDescriptionMsg, params["topics.descriptions"], DESCRIPTION_QOS)

@@ -16,6 +16,7 @@ key-frame node) fails the questions of the old episode at once (EPISODE_RESET).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -28,8 +29,6 @@ from lifecycle_msgs.srv import GetState
 from rclpy.callback_groups import ReentrantCallbackGroup
 
 from embodied_r_ros.core.backends.factory import make_reasoner
-from embodied_r_ros.core.backends.model_spec import ModelSpec
-from embodied_r_ros.core.config import model_spec_dict
 from embodied_r_ros.core.description_wait import collect_descriptions
 from embodied_r_ros.core.errors import (
     CancelledError,
@@ -41,6 +40,7 @@ from embodied_r_ros.core.errors import (
 )
 from embodied_r_ros.core.health import ERROR, HealthItem
 from embodied_r_ros.core.memory import EpisodeMemory
+from embodied_r_ros.core.model_settings import model_settings_line, model_spec
 from embodied_r_ros.core.pipeline import generation_settings, make_self_check
 from embodied_r_ros.core.progress import ProcessedFrames
 from embodied_r_ros.core.prompt_set import load_prompt_set
@@ -105,7 +105,9 @@ class ReasoningNode(ManagedNode):
         self.get_logger().info(f"loading reasoning model {params['reasoning.backend']}:"
                                f"{params['reasoning.model'] or '<unset>'}")
         prompts = load_prompt_set(params["prompts.file"])
-        reasoner = make_reasoner(ModelSpec.from_dict(model_spec_dict(params, "reasoning")))
+        self.get_logger().info(model_settings_line(params, ("reasoning",), sys.argv,
+                                                   self.get_name()))
+        reasoner = make_reasoner(model_spec(params, "reasoning"))
         self.judge = make_self_check(params, reasoner)
         self.answerer = QuestionAnswerer(reasoner, generation_settings(params, "reasoning"),
                                          max_keyframes=params["keyframes.max_keyframes"],
