@@ -129,7 +129,6 @@ def print_report(episode: EpisodeRecord, results: list[QuestionResult], tiny: bo
 
 def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResult], bool]:
     """Start the graph, replay, ask, print; returns (results, tiny models used)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from embodied_r_ros.evaluation.live import LiveReplay
     from embodied_r_ros.evaluation.questions import load_questions
 
@@ -139,6 +138,8 @@ def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResul
     bag = Path(args.bag or sample_bag)
     items = load_questions(args.questions or sample_questions)
     overrides, tiny = resolve_models(args)
+    if tiny:  # local folders only: never ask the hub (the nodes inherit this)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.camera_qos == "reliable":
         overrides.update({"camera.reliability": "reliable", "camera.depth": LOSSLESS_DEPTH})
     params = cfg.load_parameters(args.params_file, overrides=overrides)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import queue as queue_module
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +39,6 @@ _RESULTS: Any = None
 
 def _init_worker(params: Mapping[str, Any], results: Any, threads: int) -> None:
     global _REPLAY, _RESULTS
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         import torch
 

@@ -145,6 +145,8 @@ def resolve_parameters(args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
         overrides = {**tiny_set, **overrides}
         print(model_setup.tiny_banner(missing, tiny_set))
         tiny = True
+        if len(missing) == 2:  # local folders only: never ask the hub
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
     params = cfg.load_parameters(args.params_file, node_name=EMBEDDED_NODE, overrides=overrides)
     return params, overrides, tiny
 
@@ -176,7 +178,6 @@ def make_runner(args: argparse.Namespace, params: dict[str, Any], overrides: dic
 def evaluate(args: argparse.Namespace) -> int:
     """Run (or resume) the evaluation described by parsed arguments; 0 when every bag
     could be replayed."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     store = ResultStore(args.out, args.shard)
     if args.report_only:
         results = list(store.done(all_shards=True).values())
