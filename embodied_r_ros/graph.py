@@ -65,8 +65,10 @@ LAUNCH_ARGUMENTS: tuple[LaunchArgument, ...] = (
                    "config/embodied_r.yaml)"),
     LaunchArgument("models", "",
                    "model setup applied on top of params_file: a file name under the "
-                   "package's config/models/ (paper_72b_3b, onboard_small_vlm, remote_vlm) "
-                   "or a path to a parameter file of your own"),
+                   "package's config/models/ (paper_72b_3b, onboard_small_vlm, remote_vlm, "
+                   "tiny_cpu) or a path to a parameter file of your own (template: "
+                   "config/models/my_models.example.yaml); explicit perception_model / "
+                   "reasoning_model arguments win over it"),
     LaunchArgument("namespace", "", "ROS namespace of every node (e.g. robot1)"),
     LaunchArgument("use_sim_time", "false", "use the /clock topic (simulation, bag replay)"),
     LaunchArgument("autostart", "true",
