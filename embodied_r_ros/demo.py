@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -164,7 +165,52 @@ def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResul
                                     "questions": summary["results"],
                                     "episode": episode.to_json()})
     print(f"\n== report written to {report_path}")
+    print(next_steps(args, bag, tiny, results))
     return results, tiny
+
+
+def next_steps(args: argparse.Namespace, bag: Path, tiny: bool,
+               results: list[QuestionResult]) -> str:
+    """The demo's last words: why the answers look as they do, where the pictures are, and
+    the commands to try next."""
+    lines = []
+    if tiny:
+        unparseable = sum(r.error_code == ErrorCode.UNPARSEABLE_ANSWER for r in results)
+        lines += ["",
+                  f"== why the answers are noise: the models are tiny and random ({unparseable} "
+                  f"of {len(results)} answers had no option letter, UNPARSEABLE_ANSWER), so "
+                  "they only show that frames, key frames, descriptions and questions flow "
+                  "through the graph. For real answers configure a VLM and the reasoning LM "
+                  "(--perception-model / --reasoning-model, or a models setup: "
+                  "config/models/my_models.example.yaml); docs/answers.md shows a good answer "
+                  "record field by field."]
+    preview = bag.parent / "preview.png"
+    if preview.is_file():
+        lines += [f"== a contact sheet of the sample clip: {preview}"]
+    art = args.artifacts
+    if not tiny:
+        models = (f"perception_model:={args.perception_model or 'VLM'} "
+                  f"reasoning_model:={args.reasoning_model or 'LM'}")
+    elif art.resolve() == DEFAULT_ARTIFACTS.resolve():
+        models = "models:=tiny_cpu"
+    else:  # explicit model arguments win over the setup's relative paths
+        models = (f"models:=tiny_cpu perception_model:={art / 'tiny_models' / 'vlm'} "
+                  f"reasoning_model:={art / 'tiny_models' / 'lm'}")
+    example = next((r for r in results if r.choices), None)
+    ask = ('embodied-r ask "What did I see first?"' if example is None else
+           f"embodied-r ask {shlex.quote(example.question.splitlines()[0].removeprefix('Question: '))} "
+           + " ".join(f"--choice {shlex.quote(c)}" for c in example.choices))
+    eval_models = "--tiny-models" if tiny else (
+        f"--perception-model {args.perception_model or 'VLM'} "
+        f"--reasoning-model {args.reasoning_model or 'LM'}")
+    lines += ["== next, from the repository root after `source scripts/env.sh`:",
+              f"   embodied-r launch {models}          # the graph (shell 1; Ctrl-C stops it)",
+              f"   embodied-r play {bag}                # feed it the sample (shell 2)",
+              f"   {ask}",
+              f"   embodied-r replay-eval --bag {bag} --questions {bag.parent / 'questions.json'} "
+              f"--mode fast {eval_models} --out results/sample.json   # accuracy, latency, plot",
+              "   (every command and its output: docs/cli.md)"]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
