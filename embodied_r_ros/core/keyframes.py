@@ -583,6 +583,10 @@ class VideoKeyFrames:
     fallbacks: list[str] = field(default_factory=list)
     packets_read: int = 0
     packets_decoded: int = 0
+    # per sampled frame, in order: the selector's (overlap with the key frame before it,
+    # -1.0 when none was measured; reason), for tuning the thresholds
+    decisions: list[tuple[float, str]] = field(default_factory=list)
+    sampled_frames: list[int] = field(default_factory=list)  # frame number of each sampled frame
 
 
 @dataclass
@@ -592,6 +596,7 @@ class _Selection:
     cache: dict[int, np.ndarray] | None
     latest: tuple[int, np.ndarray] | None
     decide_cpu_s: float
+    decisions: list[tuple[float, str]] = field(default_factory=list)
 
 
 class _FeatureTransform:
@@ -636,6 +641,7 @@ def _select_stream(
                 )
             position = len(out.sources)
             out.sources.append(number)
+            out.decisions.append((float(decision.overlap), decision.reason))
             if decision.is_keyframe:
                 out.kept.append(position)
             if on_frame is not None:
@@ -779,4 +785,6 @@ def extract_keyframes_from_video(
         fallbacks=fallbacks,
         packets_read=reader.stats.packets,
         packets_decoded=reader.stats.sent,
+        decisions=selection.decisions,
+        sampled_frames=list(selection.sources),
     )
