@@ -201,7 +201,7 @@ def graph_up_message(namespace: str = "") -> str:
     ns = f" --namespace {namespace}" if namespace else ""
     return (f"embodied-r launch: graph is up. Next, in another shell (`source scripts/env.sh`"
             f" first):\n"
-            f"  embodied-r play BAG_OR_VIDEO{ns}    # feed camera frames (or run your camera driver)\n"
+            f"  embodied-r play BAG_OR_VIDEO    # feed camera frames (or run your camera driver)\n"
             f'  embodied-r ask "Is the door to my left or right?" --choice left --choice right{ns}\n'
             f"  embodied-r status{ns}\n"
             f"Ctrl-C here stops the graph.")

@@ -254,7 +254,7 @@ class QuestionServer:
         return out  # type: ignore[return-value]
 
 
-def _one_line(text: str, width: int = 160) -> str:
+def _one_line(text: str, width: int = 300) -> str:
     """A log-sized summary: whitespace folded to one line, cut at `width` characters."""
     text = " ".join(str(text).split())
     return text if len(text) <= width else text[: width - 25] + f"... ({len(text)} chars)"
