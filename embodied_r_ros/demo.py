@@ -19,6 +19,7 @@ import argparse
 import os
 import shlex
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,7 @@ def next_steps(args: argparse.Namespace, bag: Path, tiny: bool,
     """The demo's last words: why the answers look as they do, where the pictures are, and
     the commands to try next."""
     lines = []
+    bag = _shown(bag)
     if tiny:
         unparseable = sum(r.error_code == ErrorCode.UNPARSEABLE_ANSWER for r in results)
         lines += ["",
@@ -184,6 +186,7 @@ def next_steps(args: argparse.Namespace, bag: Path, tiny: bool,
                   "(--perception-model / --reasoning-model, or a models setup: "
                   "config/models/my_models.example.yaml); docs/answers.md shows a good answer "
                   "record field by field."]
+        lines[-1] = textwrap.fill(lines[-1], width=88, subsequent_indent="   ")
     preview = bag.parent / "preview.png"
     if preview.is_file():
         lines += [f"== a contact sheet of the sample clip: {preview}"]
@@ -196,7 +199,8 @@ def next_steps(args: argparse.Namespace, bag: Path, tiny: bool,
     else:  # explicit model arguments win over the setup's relative paths
         models = (f"models:=tiny_cpu perception_model:={art / 'tiny_models' / 'vlm'} "
                   f"reasoning_model:={art / 'tiny_models' / 'lm'}")
-    example = next((r for r in results if r.choices), None)
+    example = min((r for r in results if r.choices), default=None,
+                  key=lambda r: len(r.question) + sum(map(len, r.choices)))
     ask = ('embodied-r ask "What did I see first?"' if example is None else
            f"embodied-r ask {shlex.quote(example.question.splitlines()[0].removeprefix('Question: '))} "
            + " ".join(f"--choice {shlex.quote(c)}" for c in example.choices))
@@ -211,6 +215,15 @@ def next_steps(args: argparse.Namespace, bag: Path, tiny: bool,
               f"--mode fast {eval_models} --out results/sample.json   # accuracy, latency, plot",
               "   (every command and its output: docs/cli.md)"]
     return "\n".join(lines)
+
+
+def _shown(path: Path) -> Path:
+    """A path as a user would type it: relative to the current folder when inside it."""
+    try:
+        return Path(os.path.relpath(path.resolve(), Path.cwd())) if path.resolve().is_relative_to(
+            Path.cwd()) else path
+    except ValueError:
+        return path
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 # Source this file to use the bare-machine setup: the venv, the colcon install space and
 # the source tree (first, so edits take effect without rebuilding).
 #   source scripts/env.sh
-_er_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
+_er_root="$(cd -P "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
 _er_install="$_er_root/.ros_ws/install/embodied_r_ros"
 export VIRTUAL_ENV="$_er_root/.venv"
 export PATH="$VIRTUAL_ENV/bin:$PATH"
