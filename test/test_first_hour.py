@@ -298,3 +298,25 @@ def test_launch_play_ask_as_documented(tmp_path: Path, tiny_models, sample_dir: 
             all("answered" in line for line in answer_logs)
     finally:
         assert run.stop() == 0, run.text()[-3000:]
+
+
+def test_grpo_console_leaves_out_library_future_warnings_and_nested_bars() -> None:
+    """`embodied-r-train grpo` calls quiet_libraries() first: the libraries' FutureWarning
+    notes and their weights-loading / dataset progress bars stay out of the console;
+    the project's own warnings stay in."""
+    code = (
+        "import warnings\n"
+        "from embodied_r_training.grpo import quiet_libraries\n"
+        "quiet_libraries()\n"
+        "warnings.warn_explicit('x will change in v5', FutureWarning, 'trainer.py', 1,"
+        " module='transformers.trainer')\n"
+        "warnings.warn_explicit('our own note', UserWarning, 'grpo.py', 1,"
+        " module='embodied_r_training.grpo')\n"
+        "import transformers\n"
+        "print('bars', transformers.utils.logging.is_progress_bar_enabled())\n")
+    done = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True,
+                          text=True, timeout=300, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "will change in v5" not in done.stderr
+    assert "our own note" in done.stderr
+    assert "bars False" in done.stdout
