@@ -300,7 +300,7 @@ def test_launch_play_ask_as_documented(tmp_path: Path, tiny_models, sample_dir: 
         assert run.stop() == 0, run.text()[-3000:]
 
 
-def test_grpo_console_leaves_out_library_future_warnings_and_nested_bars() -> None:
+def test_grpo_console_leaves_out_library_future_warnings_and_nested_bars(tmp_path: Path) -> None:
     """`embodied-r-train grpo` calls quiet_libraries() first: the libraries' FutureWarning
     notes and their weights-loading / dataset progress bars stay out of the console;
     the project's own warnings stay in."""
@@ -314,8 +314,11 @@ def test_grpo_console_leaves_out_library_future_warnings_and_nested_bars() -> No
         " module='embodied_r_training.grpo')\n"
         "import transformers\n"
         "print('bars', transformers.utils.logging.is_progress_bar_enabled())\n")
+    # this checkout's training/ as embodied_r_training, however the package was installed
+    (tmp_path / "embodied_r_training").symlink_to(REPO / "training", target_is_directory=True)
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     done = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True,
-                          text=True, timeout=300, env=os.environ.copy())
+                          text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "will change in v5" not in done.stderr
     assert "our own note" in done.stderr
