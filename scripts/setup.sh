@@ -82,7 +82,7 @@ want="$( (printf '%s\n' "${cmake_args[@]}" "${build_inputs[@]}"; cat "${build_in
           while read -r f; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -c1-16)"
 if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/embodied_r_ros/share/embodied_r_ros/package.xml" ]; then
   log "building the ROS 2 package with colcon (interfaces, Python package, launch, config)"
-  log "  about 45 s on 2 cores; colcon reports each step below; full log: $WS/last_build.log"
+  log "  about 45-70 s on 2 cores; colcon reports each step below; full log: $WS/last_build.log"
   mkdir -p "$WS/src"
   # The workspace links back to this checkout; building through the link keeps the
   # in-tree .venv outside CMake's source dir (CMake refuses to export include dirs
