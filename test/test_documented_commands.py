@@ -60,7 +60,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("training/README.md", "pip install -e"):
         "downloads (a GPU machine's install)",
     ("training/README.md", "bash training/dry_run.sh artifacts/dry_run"):
-        "long job (4-5 min on 2 cores): run by test_training_dry_run.py; "
+        "long job (4-7 min on 2 cores): run by test_training_dry_run.py; "
         "test_first_hour.py runs it from a fresh shell up to its first step",
     ("training/README.md", "embodied-r tiny-models $OUT/tiny_models"):
         "the commands dry_run.sh runs, with $OUT set by the script",

@@ -14,7 +14,8 @@
 # DRY_RUN_GRPO_SAMPLES (16) the training questions GRPO uses (3 epochs of them).
 # DRY_RUN_STOP_AFTER=STEP stops after that step (e.g. tiny-models: a quick check that the
 # environment and commands are found).
-# On 2 cores the whole run takes about 4-5 minutes (4 min 24 s measured in a fresh clone).
+# On 2 cores the whole run takes 4-7 minutes, depending on what else runs (4 min 24 s in a
+# fresh clone; 6 min 32 s with the test suite's smaller sizes on a busy machine).
 set -euo pipefail
 
 # The commands come from the repository's environment (scripts/env.sh) unless they are
