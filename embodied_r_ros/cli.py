@@ -15,6 +15,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "embodied_r_ros.graph_processes",
         "start the node graph like `ros2 launch embodied_r_ros embodied_r.launch.py`",
     ),
+    "play": (
+        "embodied_r_ros.play",
+        "publish a rosbag's or a video's frames onto a running graph's camera topic",
+    ),
     "ask": ("embodied_r_ros.client_cli:ask", "ask a running graph a question"),
     "reset": ("embodied_r_ros.client_cli:reset", "start a new episode on a running graph"),
     "status": ("embodied_r_ros.client_cli:status", "print a running graph's status"),

@@ -39,20 +39,35 @@ def _parser(command: str) -> argparse.ArgumentParser:
 
 
 def _fields(msg: Any) -> dict[str, Any]:
-    out = {}
-    for name in msg.get_fields_and_field_types():
-        value = getattr(msg, name)
-        out[name] = _fields(value) if hasattr(value, "get_fields_and_field_types") else (
-            list(value) if isinstance(value, (list, tuple)) or type(value).__name__ == "array"
-            else value)
-    return out
+    """A ROS message as plain JSON-able data (nested messages and arrays of them too)."""
+    return {name: _plain(getattr(msg, name)) for name in msg.get_fields_and_field_types()}
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "get_fields_and_field_types"):
+        return _fields(value)
+    if isinstance(value, (list, tuple)) or type(value).__name__ in ("array", "ndarray"):
+        return [_plain(item) for item in value]
+    if hasattr(value, "item"):  # numpy scalars of numeric arrays
+        return value.item()
+    return value
+
+
+def _code_name(code: int) -> str:
+    from embodied_r_ros.core.errors import ErrorCode
+
+    try:
+        return ErrorCode(int(code)).name
+    except ValueError:
+        return f"UNKNOWN_{code}"
 
 
 def _print_answer(reply: Any, as_json: bool) -> int:
-    from embodied_r_ros.core.errors import ErrorCode
-
     if as_json:
-        print(json.dumps(_fields(reply)))
+        row = _fields(reply)
+        if "error_code" in row:  # the name beside the number (msg/ErrorCode.msg)
+            row["error_name"] = _code_name(row["error_code"])
+        print(json.dumps(row))
     elif reply.success:
         text = f" ({reply.answer_text})" if reply.answer_text else ""
         print(f"answer: {reply.answer}{text}")
@@ -63,7 +78,8 @@ def _print_answer(reply: Any, as_json: bool) -> int:
         if reply.message and reply.message != "ok":
             print(f"note: {reply.message}")
     else:
-        print(f"failed ({ErrorCode(reply.error_code).name}): {reply.message}", file=sys.stderr)
+        print(f"failed ({_code_name(reply.error_code)}, code {int(reply.error_code)}): "
+              f"{reply.message}", file=sys.stderr)
     return EXIT_OK if reply.success else EXIT_FAILED
 
 

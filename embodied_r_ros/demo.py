@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -113,7 +115,8 @@ def print_report(episode: EpisodeRecord, results: list[QuestionResult], tiny: bo
         print(f"  Q: {short(r.question, 150)}")
         if r.choices:
             print("     choices: " + "; ".join(f"{chr(65 + i)}. {c}" for i, c in enumerate(r.choices)))
-        status = "ok" if r.success else f"FAILED code {r.error_code}: {r.message}"
+        status = "ok" if r.success else (f"FAILED {ErrorCode(r.error_code).name} "
+                                         f"(code {r.error_code}): {short(r.message, 120)}")
         print(f"     answer: {r.answer or '-'} {('(' + r.answer_text + ')') if r.answer_text else ''}"
               f"  ground truth: {r.ground_truth or '-'}{verdict}  [{status}]")
         print(f"     reasoning: {short(r.reasoning or r.raw_output, 200) or '-'}")
@@ -128,7 +131,6 @@ def print_report(episode: EpisodeRecord, results: list[QuestionResult], tiny: bo
 
 def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResult], bool]:
     """Start the graph, replay, ask, print; returns (results, tiny models used)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from embodied_r_ros.evaluation.live import LiveReplay
     from embodied_r_ros.evaluation.questions import load_questions
 
@@ -138,6 +140,8 @@ def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResul
     bag = Path(args.bag or sample_bag)
     items = load_questions(args.questions or sample_questions)
     overrides, tiny = resolve_models(args)
+    if tiny:  # local folders only: never ask the hub (the nodes inherit this)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.camera_qos == "reliable":
         overrides.update({"camera.reliability": "reliable", "camera.depth": LOSSLESS_DEPTH})
     settings = load_settings(args.params_file, overrides=overrides)
@@ -162,7 +166,64 @@ def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResul
                                     "questions": summary["results"],
                                     "episode": episode.to_json()})
     print(f"\n== report written to {report_path}")
+    print(next_steps(args, bag, tiny, results))
     return results, tiny
+
+
+def next_steps(args: argparse.Namespace, bag: Path, tiny: bool,
+               results: list[QuestionResult]) -> str:
+    """The demo's last words: why the answers look as they do, where the pictures are, and
+    the commands to try next."""
+    lines = []
+    bag = _shown(bag)
+    if tiny:
+        unparseable = sum(r.error_code == ErrorCode.UNPARSEABLE_ANSWER for r in results)
+        lines += ["",
+                  f"== why the answers are noise: the models are tiny and random ({unparseable} "
+                  f"of {len(results)} answers had no option letter, UNPARSEABLE_ANSWER), so "
+                  "they only show that frames, key frames, descriptions and questions flow "
+                  "through the graph. For real answers configure a VLM and the reasoning LM "
+                  "(--perception-model / --reasoning-model, or a models setup: "
+                  "config/models/my_models.example.yaml); docs/answers.md shows a good answer "
+                  "record field by field."]
+        lines[-1] = textwrap.fill(lines[-1], width=88, subsequent_indent="   ")
+    preview = bag.parent / "preview.png"
+    if preview.is_file():
+        lines += [f"== a contact sheet of the sample clip: {preview}"]
+    art = args.artifacts
+    if not tiny:
+        models = (f"perception_model:={args.perception_model or 'VLM'} "
+                  f"reasoning_model:={args.reasoning_model or 'LM'}")
+    elif art.resolve() == DEFAULT_ARTIFACTS.resolve():
+        models = "models:=tiny_cpu"
+    else:  # explicit model arguments win over the setup's relative paths
+        models = (f"models:=tiny_cpu perception_model:={art / 'tiny_models' / 'vlm'} "
+                  f"reasoning_model:={art / 'tiny_models' / 'lm'}")
+    example = min((r for r in results if r.choices), default=None,
+                  key=lambda r: len(r.question) + sum(map(len, r.choices)))
+    ask = ('embodied-r ask "What did I see first?"' if example is None else
+           f"embodied-r ask {shlex.quote(example.question.splitlines()[0].removeprefix('Question: '))} "
+           + " ".join(f"--choice {shlex.quote(c)}" for c in example.choices))
+    eval_models = "--tiny-models" if tiny else (
+        f"--perception-model {args.perception_model or 'VLM'} "
+        f"--reasoning-model {args.reasoning_model or 'LM'}")
+    lines += ["== next, from the repository root after `source scripts/env.sh`:",
+              f"   embodied-r launch {models}          # the graph (shell 1; Ctrl-C stops it)",
+              f"   embodied-r play {bag}                # feed it the sample (shell 2)",
+              f"   {ask}",
+              f"   embodied-r replay-eval --bag {bag} --questions {bag.parent / 'questions.json'} "
+              f"--mode fast {eval_models} --out results/sample.json   # accuracy, latency, plot",
+              "   (every command and its output: docs/cli.md)"]
+    return "\n".join(lines)
+
+
+def _shown(path: Path) -> Path:
+    """A path as a user would type it: relative to the current folder when inside it."""
+    try:
+        return Path(os.path.relpath(path.resolve(), Path.cwd())) if path.resolve().is_relative_to(
+            Path.cwd()) else path
+    except ValueError:
+        return path
 
 
 def main(argv: list[str] | None = None) -> int:

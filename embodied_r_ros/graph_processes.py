@@ -187,6 +187,26 @@ def install_stop_handlers() -> StopRequest:
     return request
 
 
+def _truthy_text(value: str) -> bool:
+    return value.strip().lower() not in {"false", "0", "no", "off"}
+
+
+def _is_active(node: NodeProcess) -> bool:
+    """The node logged its activation (ManagedNode logs "active" when it gets there)."""
+    return any(line.rstrip().endswith("]: active") for line in list(node.lines))
+
+
+def graph_up_message(namespace: str = "") -> str:
+    """What `embodied-r launch` prints once every node is active: what to do next."""
+    ns = f" --namespace {namespace}" if namespace else ""
+    return (f"embodied-r launch: graph is up. Next, in another shell (`source scripts/env.sh`"
+            f" first):\n"
+            f"  embodied-r play BAG_OR_VIDEO    # feed camera frames (or run your camera driver)\n"
+            f'  embodied-r ask "Is the door to my left or right?" --choice left --choice right{ns}\n'
+            f"  embodied-r status{ns}\n"
+            f"Ctrl-C here stops the graph.")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """`embodied-r launch [name:=value ...]`: start the graph like `ros2 launch` and run
     until SIGINT (Ctrl-C) or SIGTERM, then stop the nodes and return 0; or until a node
@@ -207,8 +227,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"embodied-r launch: {exc}", file=sys.stderr)
         return 2
     stop = install_stop_handlers()
+    namespace = arguments.get("namespace", "").strip("/")
+    print(f"embodied-r launch: starting {', '.join(n.name for n in graph_processes.launches)}"
+          " (loading models can take minutes on first use)", file=sys.stderr, flush=True)
+    announced = not _truthy_text(arguments.get("autostart", "true"))
     with graph_processes as running:
         while stop.reason is None:
+            if not announced and all(_is_active(node) for node in running.nodes):
+                announced = True
+                print(graph_up_message(namespace), file=sys.stderr, flush=True)
             for node in running.nodes:
                 code = node.process.poll()
                 if code is not None:

@@ -205,3 +205,9 @@ class SpinningClient:
 
     def __exit__(self, *exc: object) -> None:
         self._session.__exit__(*exc)
+
+
+if __name__ == "__main__":  # a library module; the command that plays a bag is `embodied-r play`
+    from embodied_r_ros.play import main
+
+    raise SystemExit(main())

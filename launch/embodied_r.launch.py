@@ -18,16 +18,26 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode
 
-from embodied_r_ros.graph import LAUNCH_ARGUMENTS, PACKAGE, graph_launch, share_dir
+from embodied_r_ros.graph import (
+    LAUNCH_ARGUMENTS,
+    PACKAGE,
+    graph_launch,
+    parameter_files,
+    share_dir,
+)
 from launch import LaunchDescription
 
 
 def _nodes(context, *args, **kwargs):  # type: ignore[no-untyped-def]
     values = {a.name: LaunchConfiguration(a.name).perform(context) for a in LAUNCH_ARGUMENTS}
     launches = graph_launch(values.pop("graph"), share=share_dir(), **values)
+    # Parameter files only, the launch's explicit values in the last one, so an explicit
+    # argument (reasoning_model:=...) wins over the models setup, as under `embodied-r
+    # launch` (a dict here would be written by launch_ros as flat names, which lose to two
+    # earlier files that set the same name).
     return [LifecycleNode(package=PACKAGE, executable=launch.spec.executable, name=launch.name,
                           namespace=launch.namespace,
-                          parameters=[*launch.params_files, launch.parameters],
+                          parameters=parameter_files(launch),
                           remappings=list(launch.remappings), output="screen",
                           emulate_tty=True)
             for launch in launches]

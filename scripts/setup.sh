@@ -33,6 +33,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 mkdir -p "$STAMPS"
 PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt)
+PIP_SHOWN=("$VENV/bin/python" -m pip install --progress-bar on --disable-pip-version-check -c requirements/constraints.txt)
 
 # Python dependencies, re-installed only when a requirements file changed. The groups
 # are the ones setup.py's extras read (one list each); exact versions: constraints.txt.
@@ -40,9 +41,20 @@ REQS=(requirements/core.txt requirements/bags.txt requirements/ros.txt requireme
 [ "${EMBODIED_R_SKIP_ML:-0}" = "1" ] || REQS+=(requirements/models.txt requirements/serve.txt requirements/train.txt)
 want="$(hash_of "${REQS[@]}" requirements/constraints.txt)"
 if [ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]; then
-  log "installing pinned Python dependencies (first run: a few minutes, ~6 GB for torch)"
+  if [ -f "$STAMPS/pip" ]; then
+    log "a requirements file changed: installing what is new (pip's progress below)"
+  elif [ "${EMBODIED_R_SKIP_ML:-0}" = "1" ]; then
+    log "installing pinned Python dependencies: ROS 2 wheels, colcon, numpy, OpenCV, ..."
+    log "  first run: about 0.3 GB to download; about a minute (pip's progress below)"
+  else
+    log "installing pinned Python dependencies: ROS 2 wheels, colcon, torch, transformers, trl, ..."
+    log "  first run: about 3.5 GB to download (torch with its CUDA libraries is 2.9 GB),"
+    log "  about 6 GB in .venv; 2-5 minutes, most of it unpacking torch (pip's progress below)"
+  fi
   args=(); for r in "${REQS[@]}"; do args+=(-r "$r"); done
-  "${PIP[@]}" "${args[@]}"
+  # pip's own output: each package as it is collected, download progress bars, and the
+  # final "Successfully installed" list (-q would hide minutes of work).
+  "${PIP_SHOWN[@]}" "${args[@]}"
   echo "$want" > "$STAMPS/pip"
 else
   log "Python dependencies up to date"
@@ -70,6 +82,7 @@ want="$( (printf '%s\n' "${cmake_args[@]}" "${build_inputs[@]}"; cat "${build_in
           while read -r f; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -c1-16)"
 if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/embodied_r_ros/share/embodied_r_ros/package.xml" ]; then
   log "building the ROS 2 package with colcon (interfaces, Python package, launch, config)"
+  log "  about 45-70 s on 2 cores; colcon reports each step below; full log: $WS/last_build.log"
   mkdir -p "$WS/src"
   # The workspace links back to this checkout; building through the link keeps the
   # in-tree .venv outside CMake's source dir (CMake refuses to export include dirs
@@ -81,9 +94,18 @@ if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/e
   (
     cd "$WS"
     export PATH="$VENV/bin:$PATH" CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV"
+    # colcon's event handlers: console_start_end (the package starting and finishing)
+    # and console_direct (the build's own output, kept whole in last_build.log); on the
+    # console only the start/finish lines and the build's progress every 10 %.
     "$VENV/bin/colcon" --log-base log build --base-paths src \
-      --cmake-args "${cmake_args[@]}" \
-      > "$WS/last_build.log" 2>&1 || { tail -40 "$WS/last_build.log"; echo "setup: colcon build failed; full log: $WS/last_build.log" >&2; exit 1; }
+      --event-handlers console_start_end+ console_direct+ \
+      --cmake-args "${cmake_args[@]}" 2>&1 | tee "$WS/last_build.log" |
+      awk -v start="$(date +%s)" '
+        /^Starting >>>|^Finished <<<|^Failed|^Summary|^--- stderr/ { print "[setup] colcon: " $0; fflush(); next }
+        match($0, /^\[ *[0-9]+%\]/) {
+          pct = substr($0, RSTART + 1, RLENGTH - 3) + 0
+          if (pct >= last + 10) { last = pct; printf "[setup] colcon: build %3d%% (%d s)\n", pct, systime() - start; fflush() }
+        }' || { tail -40 "$WS/last_build.log"; echo "setup: colcon build failed; full log: $WS/last_build.log and $WS/log/latest_build" >&2; exit 1; }
   )
   echo "$want" > "$STAMPS/colcon"
 else

@@ -284,9 +284,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+LIBRARIES = ("transformers", "trl", "torch", "accelerate", "peft", "datasets", "deepspeed")
+
+
+def quiet_libraries() -> None:
+    """Keep a GRPO run's console readable: the libraries' FutureWarning and
+    DeprecationWarning notes (about their own future APIs, nothing a user of this package
+    can act on) and their nested progress bars (weights loading, dataset maps, hub
+    downloads) are left out; the trainer's own progress bar and logs stay. Set
+    EMBODIED_R_LIBRARY_WARNINGS=1 to see everything."""
+    if os.environ.get("EMBODIED_R_LIBRARY_WARNINGS") == "1":
+        return
+    import warnings
+
+    for library in LIBRARIES:
+        for category in (FutureWarning, DeprecationWarning):
+            warnings.filterwarnings("ignore", category=category, module=rf"{library}(\.|$)")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    try:
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.set_verbosity_error()
+    except ImportError:  # pragma: no cover - transformers is a training dependency
+        pass
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+    except ImportError:  # pragma: no cover
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))
+    quiet_libraries()
     cfg = load_config(args.config, args.overrides)
     summary = train(cfg, resume=args.resume)
     if args.plots and summary["is_main_process"]:

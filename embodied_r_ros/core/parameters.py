@@ -214,8 +214,8 @@ PARAMETERS: tuple[ParamSpec, ...] = tuple([
               "With episode.selection 'relevant': how many of the newest key frames (the "
               "current view) every question is given.", minimum=1),
     ParamSpec("memory.embedding_model", "",
-              "Text embedding model (sentence-transformers or transformers folder or cached "
-              "hub id) whose similarity to the question is fused with the FTS5/BM25 "
+              "Text embedding model (a transformers text model: folder or cached hub id; "
+              "vectors are mean-pooled) whose similarity to the question is fused with the FTS5/BM25 "
               "relevance; vectors are computed by the store's writer thread. Empty = "
               "lexical relevance only."),
     ParamSpec("memory.embedding_device", "cpu",
@@ -425,12 +425,12 @@ def load_parameters(path: str | Path | Sequence[str | Path], node_name: str | No
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     merged: dict[str, Any] = {}
     for one in paths:
-        merged.update(_read_parameter_file(Path(one), node_name))
+        merged.update(read_parameter_file(Path(one), node_name))
     merged.update(overrides or {})
     return validate(merged, source=", ".join(str(p) for p in paths))
 
 
-def _read_parameter_file(path: Path, node_name: str | None) -> dict[str, Any]:
+def read_parameter_file(path: Path, node_name: str | None) -> dict[str, Any]:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except FileNotFoundError as exc:

@@ -72,10 +72,10 @@ def make_self_check(settings: Settings, reasoner: Reasoner) -> Reasoner | None:
 def load_models(settings: Settings) -> tuple[Perceiver, Reasoner]:
     """Build both models from the settings; raises ModelUnavailableError with the reason."""
     from embodied_r_ros.core.backends.factory import make_perceiver, make_reasoner
-    from embodied_r_ros.core.backends.model_spec import ModelSpec
+    from embodied_r_ros.core.model_settings import model_spec
 
-    perceiver = make_perceiver(ModelSpec.from_dict(settings.perception.spec_dict()))
-    reasoner = make_reasoner(ModelSpec.from_dict(settings.reasoning.spec_dict()))
+    perceiver = make_perceiver(model_spec(settings, "perception"))
+    reasoner = make_reasoner(model_spec(settings, "reasoning"))
     return perceiver, reasoner
 
 
@@ -120,10 +120,10 @@ class EmbodiedRPipeline:
         self.memory = EpisodeMemory(self.episode.episode_id, max_items=settings.episode.window)
         self.perception_settings = settings.perception.generation()
         self.on_keyframe = on_keyframe
-        self._on_description_cb = on_description
         self.worker = PerceptionWorker(perceiver, self.memory, settings=self.perception_settings,
                                        motion_source=motion_source,
-                                       on_description=self._described,
+                                       on_description=on_description,
+                                       persist=self.long_term.record,
                                        max_queue=settings.perception.max_queue,
                                        prompts=self.prompts,
                                        batch_size=settings.perception.batch_size)
@@ -153,11 +153,6 @@ class EmbodiedRPipeline:
         self.episode.continue_episode(episode, next_index)
         self.worker.reset(episode)
         return self.long_term.restore(episode, self.memory, self.worker.progress)
-
-    def _described(self, description: FrameDescription) -> None:
-        self.long_term.record(description)
-        if self._on_description_cb is not None:
-            self._on_description_cb(description)
 
     # -- frames ----------------------------------------------------------------------------
     def offer_frame(self, stamp_s: float) -> bool:

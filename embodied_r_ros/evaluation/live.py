@@ -118,6 +118,7 @@ class LiveReplay:
         report = BagReadReport(str(bag_path))
         sampler = FrameRateSampler(s.keyframes.sample_fps)
         expected_sampled = 0
+        bag_index: dict[int, int] = {}  # header stamp (us) -> the frame's index in the bag
 
         def frames():  # type: ignore[no-untyped-def]
             nonlocal expected_sampled
@@ -131,6 +132,7 @@ class LiveReplay:
                                 frame.index, exc)
                     continue
                 report.saw_image(frame.index, image)
+                bag_index.setdefault(round(frame.stamp_s * 1e6), frame.index)
                 expected_sampled += bool(sampler.accept(frame.stamp_s))
                 yield frame.stamp_s, image, frame.frame_id
 
@@ -156,9 +158,12 @@ class LiveReplay:
                                                    timeout_s=30.0)
         record.frames_received = received
         if received < record.frames_published or sampled < expected_sampled:
-            LOG.warning("%s: the graph received %d of %d frames (%d of %d sampled): frames were "
-                        "lost in transport; use camera.reliability reliable and a slower --rate",
-                        bag_path, received, record.frames_published, sampled, expected_sampled)
+            lost = (f"the graph received {received} of {record.frames_published} frames "
+                    f"({sampled} of {expected_sampled} sampled): frames were lost in "
+                    "transport, so key frames can differ from --mode fast; replay with "
+                    "--camera-qos reliable (camera.reliability reliable) for a lossless run")
+            LOG.warning("%s: %s", bag_path, lost)
+            record.read.setdefault("warnings", []).append(f"{bag_path}: {lost}")
         self.graph.check_alive()
         prompts_seen = first_prompt
         for item in items:
@@ -180,14 +185,18 @@ class LiveReplay:
             record.questions_asked += 1
             if on_result is not None:
                 on_result(out)
-        self._collect(record)
+        self._collect(record, bag_index)
         record.replay_s = time.monotonic() - started
         self._bags += 1
         return record
 
-    def _collect(self, record: EpisodeRecord, settle_s: float = 10.0) -> None:
+    def _collect(self, record: EpisodeRecord, bag_index: Mapping[int, int] | None = None,
+                 settle_s: float = 10.0) -> None:
         """Key frames and descriptions of the episode, once every key frame is described
-        (or after `settle_s`)."""
+        (or after `settle_s`). A key frame's `source_index` is its frame's index in the bag
+        (found by its header stamp), as in the fast mode, also when frames were lost on the
+        way (the node itself only counts the frames it received)."""
+        bag_index = bag_index or {}
         client = self.client
         deadline = time.monotonic() + settle_s
         while True:
@@ -198,7 +207,10 @@ class LiveReplay:
                 break
             time.sleep(0.05)
         record.keyframes = sorted((KeyFrameRecord(int(k.keyframe_index), int(k.sampled_index),
-                                                  int(k.source_index), _stamp_s(k.header.stamp),
+                                                  int(bag_index.get(
+                                                      round(_stamp_s(k.header.stamp) * 1e6),
+                                                      k.source_index)),
+                                                  _stamp_s(k.header.stamp),
                                                   k.reason, float(k.overlap)) for k in kfs),
                                   key=lambda k: k.index)
         record.descriptions = sorted((DescriptionRecord(int(d.keyframe_index), d.action,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import queue as queue_module
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -41,7 +40,6 @@ _RESULTS: Any = None
 
 def _init_worker(settings: Settings, results: Any, threads: int) -> None:
     global _REPLAY, _RESULTS
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         import torch
 

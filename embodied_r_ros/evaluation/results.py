@@ -39,6 +39,13 @@ from embodied_r_ros.evaluation.questions import QuestionItem
 STAGES = ("perception_s", "reasoning_s", "total_s")
 
 
+def _code_name(code: int) -> str:
+    try:
+        return ErrorCode(int(code)).name
+    except ValueError:
+        return f"UNKNOWN_{code}"
+
+
 @dataclass
 class QuestionResult:
     """One asked question and what the pipeline answered (either replay mode)."""
@@ -94,7 +101,9 @@ class QuestionResult:
         return cls.make(item, bag, mode, success=False, error_code=int(code), message=message)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        row = asdict(self)
+        row["error_name"] = _code_name(self.error_code)  # beside the number, for people
+        return row
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> QuestionResult:
@@ -187,13 +196,16 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
             "p90": float(p90), "max": float(ordered[-1])}
 
 
+NO_CATEGORY = "(no category)"  # questions whose record names none
+
+
 def accuracy_by_category(results: Iterable[QuestionResult]) -> dict[str, float]:
     """Accuracy (%) per category over the scored questions, plus "average" over all of
     them (question-weighted)."""
     groups: dict[str, list[bool]] = defaultdict(list)
     for r in results:
         if r.correct is not None:
-            groups[r.category or "all"].append(r.correct)
+            groups[r.category or NO_CATEGORY].append(r.correct)
     table = {k: 100.0 * sum(v) / len(v) for k, v in sorted(groups.items())}
     scored = [c for v in groups.values() for c in v]
     if scored:
@@ -210,7 +222,7 @@ def summarize(results: Sequence[QuestionResult], *, expected: int | None = None,
     counts: Counter[str] = Counter()
     for r in results:
         if r.correct is not None:
-            counts[r.category or "all"] += 1
+            counts[r.category or NO_CATEGORY] += 1
     latency = {stage: _stats([getattr(r, stage) for r in results]) for stage in STAGES}
     failures = Counter(ErrorCode(r.error_code).name for r in results if not r.success)
     summary: dict[str, Any] = {
@@ -230,17 +242,92 @@ def summarize(results: Sequence[QuestionResult], *, expected: int | None = None,
         "bag_errors": dict(bag_errors or {}),
         "replay_warnings": sum(len(e.get("read", {}).get("warnings", []))
                                for e in (episodes or {}).values()),
+        # Per bag: frames sent (published / handed on) and received by the pipeline; a
+        # live replay that lost frames is "lossy" (its key frames can differ from fast mode).
+        "frames": frames_per_bag(episodes or {}),
+        "lossy_bags": sorted(k for k, v in frames_per_bag(episodes or {}).items()
+                             if v["lossy"]),
+        # Per category: failures by code name (a 0 % bar made of failures says so).
+        "failures_by_category": _failures_by_category(results),
         "results": [r.to_json() for r in results],
     }
     return summary
 
 
+def frames_per_bag(episodes: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for bag, e in sorted(episodes.items()):
+        sent, received = int(e.get("frames_published", 0)), int(e.get("frames_received", 0))
+        out[bag] = {"sent": sent, "received": received, "lost": max(0, sent - received),
+                    "lossy": received < sent, "mode": e.get("mode", "")}
+    return out
+
+
+def _failures_by_category(results: Sequence[QuestionResult]) -> dict[str, dict[str, int]]:
+    table: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in results:
+        if not r.success:
+            table[r.category or NO_CATEGORY][_code_name(r.error_code)] += 1
+    return {k: dict(sorted(v.items())) for k, v in sorted(table.items())}
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def models_line(setup: Mapping[str, Any]) -> str:
+    """"models: VLM / LM" from a run's setup record, flagged when they are the tiny ones."""
+    if not setup.get("perception_model") and not setup.get("reasoning_model"):
+        return ""
+    tiny = " (TINY RANDOM MODELS: answers are noise)" if setup.get("tiny_models") else ""
+    return (f"models: perception {Path(str(setup.get('perception_model', ''))).name or '-'}, "
+            f"reasoning {Path(str(setup.get('reasoning_model', ''))).name or '-'}{tiny}")
+
+
+def frames_line(summary: Mapping[str, Any]) -> str:
+    frames = summary.get("frames", {})
+    if not frames:
+        return ""
+    sent = sum(v["sent"] for v in frames.values())
+    received = sum(v["received"] for v in frames.values())
+    text = f"frames received {received} of {sent} sent"
+    lossy = summary.get("lossy_bags", [])
+    if lossy:
+        text += (f" - LOSSY replay ({_plural(len(lossy), 'bag')} lost frames; key frames can "
+                 "differ from --mode fast; --camera-qos reliable replays losslessly)")
+    return text
+
+
+def _category_count(count: Mapping[str, int], name: str) -> int:
+    return count.get(name, sum(count.values()) if name == "average" else 0)
+
+
+def _failure_note(summary: Mapping[str, Any], name: str, n: int) -> str:
+    """"all 8 UNPARSEABLE_ANSWER" when every answer of a category failed."""
+    by_cat = summary.get("failures_by_category", {})
+    fails = (Counter({k: v for c in by_cat.values() for k, v in c.items()})
+             if name == "average" else Counter(by_cat.get(name, {})))
+    if n and sum(fails.values()) >= n:
+        return "all failed: " + ", ".join(f"{v} {k}" for k, v in fails.most_common())
+    return ""
+
+
 def markdown(summary: Mapping[str, Any]) -> str:
     acc, count = summary["accuracy"], summary["count"]
     lines = [f"Questions answered: {summary['questions']} of {summary['expected_questions']}"
-             f" ({summary['bags']} bags)", "",
-             "| category | questions | accuracy % |", "|---|---|---|"]
-    lines += [f"| {k} | {count.get(k, sum(count.values()) if k == 'average' else 0)} | {v:.1f} |"
+             f" ({_plural(summary['bags'], 'bag')})"]
+    setup = summary.get("setup", {})
+    if models_line(setup):
+        lines.append(f"Models: {models_line(setup).removeprefix('models: ')}")
+    if frames_line(summary):
+        lines.append(f"Frames: {frames_line(summary).removeprefix('frames ')}")
+        for bag, f in summary["frames"].items():
+            if f["lossy"]:
+                lines.append(f"- LOSSY `{bag}`: received {f['received']} of {f['sent']} frames "
+                             f"({f['lost']} lost)")
+    lines += ["", "| category | questions | accuracy % | note |", "|---|---|---|---|"]
+    lines += [f"| {k} | {_category_count(count, k)} | {v:.1f} | "
+              f"{_failure_note(summary, k, _category_count(count, k))} |"
               for k, v in acc.items()]
     lines += ["", "| stage | median s | mean s | p90 s | max s |", "|---|---|---|---|---|"]
     for stage, s in summary["latency_per_stage"].items():
@@ -269,9 +356,12 @@ def plot(summary: Mapping[str, Any], path: str | Path, title: str = "replay eval
         bars = ax_acc.bar(range(len(names)), [acc[n] for n in names],
                           color=["tab:gray" if n == "average" else "tab:blue" for n in names])
         for bar, name in zip(bars, names):
-            n = count.get(name, sum(count.values()) if name == "average" else 0)
-            ax_acc.annotate(f"{acc[name]:.0f}% (n={n})", (bar.get_x() + bar.get_width() / 2,
-                            bar.get_height()), ha="center", va="bottom", fontsize=7)
+            n = _category_count(count, name)
+            note = _failure_note(summary, name, n)
+            label = f"{acc[name]:.0f}% (n={n})" + ("\nno answer:\n" + note.removeprefix(
+                "all failed: ").replace(", ", "\n") if note else "")
+            ax_acc.annotate(label, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=7)
         ax_acc.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
     else:
         ax_acc.text(0.5, 0.5, "no scored questions", ha="center", va="center",
@@ -290,8 +380,13 @@ def plot(summary: Mapping[str, Any], path: str | Path, title: str = "replay eval
     ax_lat.set_xticks(range(len(names)), names)
     ax_lat.set_ylabel("seconds per question")
     ax_lat.set_title("latency per stage")
-    ax_lat.legend(fontsize=8)
-    fig.suptitle(f"{title}: {summary['questions']} questions, {summary['bags']} bags")
+    # outside the axes, so it covers no marker
+    ax_lat.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    head = (f"{title}: {_plural(summary['questions'], 'question')}, "
+            f"{_plural(summary['bags'], 'bag')}")
+    extra = [t for t in (models_line(summary.get("setup", {})), frames_line(summary)) if t]
+    fig.suptitle("\n".join([head, *extra]), fontsize=10,
+                 color="tab:red" if summary.get("lossy_bags") else "black")
     path = Path(path)
     fig.savefig(path, dpi=100)
     plt.close(fig)

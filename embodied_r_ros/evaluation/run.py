@@ -56,6 +56,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PARAMS = REPO_ROOT / "config" / "embodied_r.yaml"
 DEFAULT_ARTIFACTS = REPO_ROOT / "artifacts"
 EMBEDDED_NODE = "embodied_r"  # the node whose parameter section the fast mode reads
+# Camera queue depth of the lossless live replay (as the demo's): how far the replay may
+# run ahead of the node before it waits for it.
+LOSSLESS_DEPTH = 50
 
 
 def build_parser(prog: str = "embodied-r replay-eval") -> argparse.ArgumentParser:
@@ -82,6 +85,13 @@ def build_parser(prog: str = "embodied-r replay-eval") -> argparse.ArgumentParse
                    help="where tiny models are built (default: artifacts/)")
     p.add_argument("--graph", choices=["embedded", "split"], default="embedded",
                    help="live mode: one process (default) or the three split nodes")
+    p.add_argument("--camera-qos", choices=("reliable", "robot"), default="reliable",
+                   help="live mode: reliable (default): every frame of the bag reaches the "
+                        "graph (camera.reliability reliable, camera.depth "
+                        f"{LOSSLESS_DEPTH}; the replay waits for a node that falls behind), so "
+                        "key frames are those of --mode fast; robot: the parameter file's "
+                        "camera QoS (best effort), frames are lost when the node is busy and "
+                        "the run is marked LOSSY")
     p.add_argument("--rate", type=float, default=4.0,
                    help="live mode: replay speed over recorded time (0 = as fast as possible)")
     p.add_argument("--topic", default=None,
@@ -133,6 +143,10 @@ def resolve_parameters(args: argparse.Namespace) -> tuple[Settings, dict[str, An
     """(settings, overrides for the graph, tiny models used)."""
     overrides = {**model_setup.model_overrides(args.perception_model, args.reasoning_model),
                  **model_setup.parse_set(args.overrides)}
+    if args.mode == "live" and getattr(args, "camera_qos", "reliable") == "reliable":
+        # lossless unless the user set the camera QoS explicitly (--set wins)
+        overrides.setdefault("camera.reliability", "reliable")
+        overrides.setdefault("camera.depth", LOSSLESS_DEPTH)
     missing = model_setup.missing_models(args.params_file, overrides)
     tiny = False
     if missing:
@@ -145,6 +159,8 @@ def resolve_parameters(args: argparse.Namespace) -> tuple[Settings, dict[str, An
         overrides = {**tiny_set, **overrides}
         print(model_setup.tiny_banner(missing, tiny_set))
         tiny = True
+        if len(missing) == 2:  # local folders only: never ask the hub
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
     settings = load_settings(args.params_file, node_name=EMBEDDED_NODE, overrides=overrides)
     return settings, overrides, tiny
 
@@ -156,6 +172,7 @@ def setup_record(args: argparse.Namespace, settings: Settings, tiny: bool) -> di
             "questions": str(Path(args.questions).resolve()), "bag": str(Path(args.bag).resolve()),
             "params_file": str(args.params_file), "overrides": model_setup.parse_set(args.overrides),
             "graph": args.graph if args.mode == "live" else "", "tiny_models": tiny,
+            "camera_reliability": settings.camera.reliability if args.mode == "live" else "",
             "shard": str(args.shard) if args.shard else ""}
 
 
@@ -176,7 +193,6 @@ def make_runner(args: argparse.Namespace, settings: Settings, overrides: dict[st
 def evaluate(args: argparse.Namespace) -> int:
     """Run (or resume) the evaluation described by parsed arguments; 0 when every bag
     could be replayed."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     store = ResultStore(args.out, args.shard)
     if args.report_only:
         results = list(store.done(all_shards=True).values())
@@ -243,6 +259,10 @@ def evaluate(args: argparse.Namespace) -> int:
     acc = summary["accuracy"]
     print(f"== {len(results)}/{n_all} answered in {time.monotonic() - started:.1f}s"
           + (f"; accuracy {acc['average']:.1f}%" if "average" in acc else ""))
+    for bag, f in summary["frames"].items():
+        if f["lossy"]:
+            print(f"== LOSSY: {bag}: the graph received {f['received']} of {f['sent']} frames; "
+                  "key frames can differ from --mode fast (--camera-qos reliable is lossless)")
     print(f"== summary: {store.summary_json}, {store.markdown}, {store.plot}")
     return 1 if bag_errors else 0
 

@@ -9,6 +9,7 @@ descriptions, answers and episodes are published for visibility.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -17,6 +18,7 @@ from std_srvs.srv import Trigger
 from embodied_r_ros.core.health import HealthItem
 from embodied_r_ros.core.keyframes.tracker import KeyFrameEvent
 from embodied_r_ros.core.memory.long_term import LongTermMemory, MemorySettings
+from embodied_r_ros.core.model_settings import model_settings_line
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
 from embodied_r_ros.core.settings import Settings
@@ -60,6 +62,8 @@ class EmbodiedRNode(ManagedNode):
             f"loading models: perception {settings.perception.backend}:"
             f"{settings.perception.model or '<unset>'}, reasoning "
             f"{settings.reasoning.backend}:{settings.reasoning.model or '<unset>'}")
+        self.get_logger().info(model_settings_line(settings, ("perception", "reasoning"),
+                                                   sys.argv, self.get_name()))
         load_prompt_set(settings.prompts.file)  # a bad prompt file fails configure first
         perceiver, reasoner = load_models(settings)
         self.keyframes = KeyFramePublisher(self, settings.topics.keyframes)

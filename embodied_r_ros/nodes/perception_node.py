@@ -15,6 +15,7 @@ described before.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import Counter
@@ -24,9 +25,9 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 
 from embodied_r_ros.client import call_service
 from embodied_r_ros.core.backends.factory import make_perceiver
-from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.errors import ConfigError, EmbodiedRError
 from embodied_r_ros.core.health import HealthItem
+from embodied_r_ros.core.model_settings import model_settings_line, model_spec
 from embodied_r_ros.core.perception.worker import PerceptionJob, PerceptionWorker
 from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
 from embodied_r_ros.core.settings import Settings
@@ -68,7 +69,9 @@ class PerceptionNode(ManagedNode):
         prompts = load_prompt_set(settings.prompts.file)
         self.get_logger().info(f"loading perception model {settings.perception.backend}:"
                                f"{settings.perception.model or '<unset>'}")
-        perceiver = make_perceiver(ModelSpec.from_dict(settings.perception.spec_dict()))
+        self.get_logger().info(model_settings_line(settings, ("perception",), sys.argv,
+                                                   self.get_name()))
+        perceiver = make_perceiver(model_spec(settings, "perception"))
         self.odometry = OdometryInput(self, settings) if settings.perception.use_odometry else None
         self.publisher = self.create_lifecycle_publisher(
             FrameDescriptionMsg, settings.topics.descriptions, DESCRIPTION_QOS)

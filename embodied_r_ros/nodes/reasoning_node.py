@@ -16,6 +16,7 @@ key-frame node) fails the questions of the old episode at once (EPISODE_RESET).
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -29,7 +30,6 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 
 from embodied_r_ros.client import call_service
 from embodied_r_ros.core.backends.factory import make_reasoner
-from embodied_r_ros.core.backends.model_spec import ModelSpec
 from embodied_r_ros.core.errors import (
     CancelledError,
     EpisodeResetError,
@@ -39,6 +39,7 @@ from embodied_r_ros.core.errors import (
 from embodied_r_ros.core.health import ERROR, HealthItem
 from embodied_r_ros.core.memory.episode import EpisodeMemory
 from embodied_r_ros.core.memory.long_term import LongTermMemory, MemorySettings
+from embodied_r_ros.core.model_settings import model_settings_line, model_spec
 from embodied_r_ros.core.perception.progress import ProcessedFrames
 from embodied_r_ros.core.pipeline import make_self_check
 from embodied_r_ros.core.prompts.prompt_set import load_prompt_set
@@ -96,7 +97,9 @@ class ReasoningNode(ManagedNode):
         self.get_logger().info(f"loading reasoning model {settings.reasoning.backend}:"
                                f"{settings.reasoning.model or '<unset>'}")
         prompts = load_prompt_set(settings.prompts.file)
-        reasoner = make_reasoner(ModelSpec.from_dict(settings.reasoning.spec_dict()))
+        self.get_logger().info(model_settings_line(settings, ("reasoning",), sys.argv,
+                                                   self.get_name()))
+        reasoner = make_reasoner(model_spec(settings, "reasoning"))
         self.judge = make_self_check(settings, reasoner)
         self.answerer = QuestionAnswerer(reasoner, settings.reasoning.generation(),
                                          max_keyframes=settings.keyframes.max_keyframes,
@@ -206,12 +209,14 @@ class ReasoningNode(ManagedNode):
             store.progress.mark_failed(msg.keyframe_index, msg.raw_text)
         else:
             self._failed_streak = 0
-            store.progress.mark_done(msg.keyframe_index)
             description = msg_to_description(msg)
-            store.memory.put(description)
+            # Into the store and memory first: a question waiting on this key frame's
+            # progress then finds its description wherever it looks.
             if self.long_term is not None:
                 self.long_term.record(description, episode_id=msg.episode_id,
                                       pose=msg_to_pose(msg.pose) if msg.has_pose else None)
+            store.memory.put(description)
+            store.progress.mark_done(msg.keyframe_index)
             if store.memory.evicted_below > 1:
                 store.progress.forget_below(store.memory.evicted_below)
 

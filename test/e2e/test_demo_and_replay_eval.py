@@ -47,6 +47,13 @@ def test_demo_runs_the_whole_graph_on_the_sample(tmp_path: Path, tiny_models, ca
     assert report["episode"]["keyframes"][0]["reason"] == "first"
     # The demo's replay is lossless by default: every frame of the sample reaches the graph.
     assert report["episode"]["frames_received"] == report["episode"]["frames_published"] == 321
+    # Issue 25: codes by name, why the answers are noise, the picture, what to try next.
+    if any(not q["success"] for q in report["questions"]):
+        assert "FAILED UNPARSEABLE_ANSWER (code 9)" in out and "FAILED code" not in out
+    assert "why the answers are noise" in out and "preview.png" in out
+    assert "== next, from the repository root" in out
+    assert "embodied-r launch models:=tiny_cpu perception_model:=" in out  # tmp artifacts
+    assert "embodied-r play " in out and "embodied-r replay-eval " in out
 
 
 def test_demo_fills_in_only_the_missing_model(tmp_path: Path, tiny_models) -> None:  # type: ignore[no-untyped-def]

@@ -336,6 +336,8 @@ def locate_model(spec: ModelSpec) -> str:
             raise ModelUnavailableError(
                 f"{where}: no local folder {path} and hub id {name!r} is not in the local "
                 "Hugging Face cache; downloads are disabled (HF_HUB_OFFLINE/"
-                "TRANSFORMERS_OFFLINE set). Point `model` at a local folder or pre-download it."
+                "TRANSFORMERS_OFFLINE set). Point `model` at a local folder, or unset "
+                "HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE to download it on first use (into "
+                "~/.cache/huggingface/hub, or $HF_HOME/hub)."
             )
     return name

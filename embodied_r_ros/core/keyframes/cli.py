@@ -52,7 +52,13 @@ def _parser() -> argparse.ArgumentParser:
                         "every choice gives the same key frames (default auto)")
     parser.add_argument("--workers", type=int, default=None,
                         help="threads for ORB features (default: all usable CPUs)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object, with every sampled frame's overlap and "
+                        "the reason it was kept or not (`frames`) and the final key frames "
+                        "(`keyframes`)")
+    parser.add_argument("--sheet", metavar="FILE.png", default=None,
+                        help="also write a contact sheet: one PNG of the chosen key frames, "
+                        "each labelled with its index, frame number, time and overlap")
     parser.add_argument("--strict", action="store_true",
                         help="fail (exit 2) when the video ends before the frames its header "
                         "announces (a truncated file) instead of warning")
@@ -102,7 +108,8 @@ def main(argv: list[str]) -> int:
         progress = _ProgressBar("sampled frames", True if args.no_progress else None)
         try:
             result = extract_keyframes_from_video(args.video, params, decoder=args.decoder,
-                                                  workers=args.workers, on_progress=progress)
+                                                  workers=args.workers, on_progress=progress,
+                                                  return_images=bool(args.sheet))
         finally:
             progress.close()
     except EmbodiedRError as exc:
@@ -115,6 +122,9 @@ def main(argv: list[str]) -> int:
     if note:
         print(f"embodied-r keyframes: warning: {args.video}: {note}; --strict makes this an "
               "error", file=sys.stderr)
+    frames, keyframes = per_frame(result)
+    if args.sheet:
+        write_sheet(args.sheet, result, keyframes)
     if args.json:
         print(json.dumps({
             "video": args.video,
@@ -134,6 +144,9 @@ def main(argv: list[str]) -> int:
             "packets_read": result.packets_read,
             "packets_decoded": result.packets_decoded,
             "fallbacks": result.fallbacks,
+            "keyframes": keyframes,
+            "frames": frames,
+            "sheet": args.sheet or "",
         }))
         return EXIT_OK
     print(f"video: {args.video} ({result.n_source_frames} frames at {result.video_fps:g} fps, "
@@ -146,4 +159,66 @@ def main(argv: list[str]) -> int:
           f"{result.packets_decoded} of {result.packets_read} packets decoded)")
     for note in result.fallbacks:
         print(f"  not used: {note}")
+    print("  index  frame   time s  overlap  why")
+    for k in keyframes:
+        overlap = "-" if k["overlap"] is None else f"{k['overlap']:.2f}"
+        print(f"  {k['index']:5d}  {k['source_frame']:5d}  {k['time_s']:7.2f}  {overlap:>7}  "
+              f"{k['reason']}")
+    if args.sheet:
+        print(f"contact sheet: {args.sheet}")
     return EXIT_OK
+
+
+def per_frame(result: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(every sampled frame: position, frame number, time, overlap, reason, kept by the
+    selector, final key frame; the final key frames with their index). An overlap of None
+    means none was measured (the first frame, no features, too few matches)."""
+    fps = result.video_fps or 0.0
+    final = set(result.sampled_indices)
+    selected = set(result.selected_positions)
+    frames = []
+    for position, number in enumerate(result.sampled_frames):
+        overlap, reason = (result.decisions[position] if position < len(result.decisions)
+                           else (-1.0, ""))
+        frames.append({"position": position, "source_frame": number,
+                       "time_s": round(number / fps, 3) if fps else None,
+                       "overlap": None if overlap < 0 else round(overlap, 4), "reason": reason,
+                       "selected": position in selected, "key_frame": position in final})
+    keyframes = []
+    for index, position in enumerate(result.sampled_indices):
+        row = dict(frames[position]) if position < len(frames) else {"position": position}
+        if position not in selected:
+            row["reason"] = "count_rule"  # picked by the min/max count rule, not by overlap
+        elif position == len(frames) - 1 and row.get("reason") == "high_overlap":
+            row["reason"] = "last_frame"  # the clip's last frame is always kept
+        keyframes.append({"index": index, **row})
+    return frames, keyframes
+
+
+def write_sheet(path: str, result: Any, keyframes: list[dict[str, Any]],
+                tile_width: int = 320, columns: int = 4) -> None:
+    """One PNG of the key frames, each labelled "#index  frame N  t=..s  overlap .."."""
+    import cv2
+    import numpy as np
+
+    tiles = []
+    for k, image in zip(keyframes, result.images):
+        h, w = image.shape[:2]
+        tile = cv2.resize(image, (tile_width, max(1, round(h * tile_width / w))))
+        bar = np.full((22, tile_width, 3), 255, np.uint8)
+        overlap = "-" if k.get("overlap") is None else f"{k['overlap']:.2f}"
+        time_s = "" if k.get("time_s") is None else f"  t={k['time_s']:.1f}s"
+        cv2.putText(bar, f"#{k['index']} frame {k['source_frame']}{time_s} ov {overlap}",
+                    (4, 16), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
+        tiles.append(np.vstack([bar, tile]))
+    if not tiles:
+        return
+    height = max(t.shape[0] for t in tiles)
+    tiles = [np.vstack([t, np.full((height - t.shape[0], tile_width, 3), 255, np.uint8)])
+             for t in tiles]
+    while len(tiles) % columns:
+        tiles.append(np.full_like(tiles[0], 255))
+    rows = [np.hstack(tiles[i:i + columns]) for i in range(0, len(tiles), columns)]
+    sheet = np.vstack(rows)
+    if not cv2.imwrite(str(path), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR)):
+        raise EmbodiedRError(f"cannot write the contact sheet {path}")

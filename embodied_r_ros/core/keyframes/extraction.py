@@ -89,6 +89,10 @@ class VideoKeyFrames:
     n_expected_samples: int = 0
     frames_decoded: int = 0
     truncated: bool = False
+    # per sampled frame, in order: the selector's (overlap with the key frame before it,
+    # -1.0 when none was measured; reason), for tuning the thresholds
+    decisions: list[tuple[float, str]] = field(default_factory=list)
+    sampled_frames: list[int] = field(default_factory=list)  # frame number of each sampled frame
 
     def truncation_note(self) -> str:
         """One line for users, or "" when the video was read to its announced end."""
@@ -107,6 +111,7 @@ class _Selection:
     cache: dict[int, np.ndarray] | None
     latest: tuple[int, np.ndarray] | None
     decide_cpu_s: float
+    decisions: list[tuple[float, str]] = field(default_factory=list)
 
 
 class _FeatureTransform:
@@ -151,6 +156,7 @@ def _select_stream(
                 )
             position = len(out.sources)
             out.sources.append(number)
+            out.decisions.append((float(decision.overlap), decision.reason))
             if decision.is_keyframe:
                 out.kept.append(position)
             if on_frame is not None:
@@ -300,4 +306,6 @@ def extract_keyframes_from_video(
         n_expected_samples=len(wanted),
         frames_decoded=selection.sources[-1] + 1,
         truncated=n_sampled < len(wanted) - 1,
+        decisions=selection.decisions,
+        sampled_frames=list(selection.sources),
     )

@@ -1,9 +1,8 @@
 """Optional embedding similarity for question-time selection (`memory.embedding_model`).
 
-`TransformersEmbedder` turns texts into L2-normalised vectors: a sentence-transformers
-model folder (one with ``modules.json``) through sentence-transformers when it is
-installed, otherwise any transformers text model through AutoModel with mean pooling over
-the last hidden state. The model is found with the same `locate_model` the perception
+`TransformersEmbedder` turns texts into L2-normalised vectors: any transformers text
+model (a sentence-transformers folder too: its transformer loads the same way) through
+AutoModel, with mean pooling over the last hidden state. The model is found with the same `locate_model` the perception
 and reasoning backends use (local folder, or cached hub id; a missing model is a
 ModelUnavailableError naming it) and runs on `resolve_device`'s device.
 
@@ -17,7 +16,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -56,18 +54,9 @@ class TransformersEmbedder:
         self.device = resolve_device(device)
         self.batch_size = batch_size
         self._lock = threading.Lock()
-        self._st: Any = None
         self._model: Any = None
         self._tokenizer: Any = None
         try:
-            if (Path(self.source) / "modules.json").is_file():
-                try:
-                    from sentence_transformers import SentenceTransformer
-                except ImportError:
-                    SentenceTransformer = None  # fall back to transformers
-                if SentenceTransformer is not None:
-                    self._st = SentenceTransformer(self.source, device=self.device)
-                    return
             from transformers import AutoModel, AutoTokenizer
 
             self._tokenizer = AutoTokenizer.from_pretrained(self.source)
@@ -85,9 +74,6 @@ class TransformersEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = [t or " " for t in texts]
         with self._lock:
-            if self._st is not None:
-                return _normalise(self._st.encode(list(texts), batch_size=self.batch_size,
-                                                  convert_to_numpy=True))
             import torch
 
             out = []

@@ -146,8 +146,12 @@ class PerceptionWorker:
                  motion_source: MotionSource | None = None,
                  on_description: Callable[[FrameDescription], None] | None = None,
                  max_queue: int = 64, episode_id: str | None = None,
-                 prompts: PromptSet | None = None, batch_size: int = 1) -> None:
+                 prompts: PromptSet | None = None, batch_size: int = 1,
+                 persist: Callable[[FrameDescription], None] | None = None) -> None:
         self.perceiver = perceiver
+        # Called with each description before its key frame counts as done (the
+        # long-horizon store), so a question that waits for it finds it stored.
+        self.persist = persist
         self.prompts = prompts
         self.memory = memory
         self.settings = settings
@@ -477,6 +481,12 @@ class PerceptionWorker:
                 retried: bool = False) -> None:
         if not description.raw_text.startswith("dropped:"):
             self._note_outcome(description.mode != "failed", description.raw_text)
+        if self.persist is not None and description.mode != "failed":
+            try:
+                self.persist(description)
+            except Exception:  # noqa: BLE001 - the store never stops perception
+                LOG.exception("storing the description of key frame %d failed",
+                              job.keyframe_index)
         with self._cond:
             if job.episode_id != self._episode_id:
                 return  # described for an episode that was reset meanwhile

@@ -197,7 +197,9 @@ def run_node(factory: Callable[[], LifecycleNode], args: list[str] | None = None
                     break
                 if trigger() != TransitionCallbackReturn.SUCCESS:
                     reason = getattr(node, "last_error", "") or "see the log above"
-                    print(f"[embodied_r_ros] {node.get_name()}: {name} failed: {reason}",
+                    if not reason.startswith(f"{name} failed"):
+                        reason = f"{name} failed: {reason}"
+                    print(f"[embodied_r_ros] {node.get_name()}: {reason}",
                           file=sys.stderr, flush=True)
                     return 1
         executor = MultiThreadedExecutor(num_threads=max(threads,

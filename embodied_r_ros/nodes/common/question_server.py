@@ -125,8 +125,14 @@ class QuestionServer:
                 f"{result.timing.reasoning_s:.2f}s)")
         else:
             self.node.get_logger().warning(
-                f"question {question[:60]!r} failed with {ErrorCode(result.error_code).name}: "
-                f"{result.message}")
+                f"question {question[:60]!r} failed with {ErrorCode(result.error_code).name} "
+                f"(code {int(result.error_code)}): {_one_line(result.message)}")
+        # The whole answer (reasoning, model output, message) only at debug level:
+        # `--ros-args --log-level embodied_r:=debug` shows it.
+        self.node.get_logger().debug(
+            f"answer to {question!r}: success={result.success} answer={result.answer!r} "
+            f"message={result.message!r} reasoning={result.reasoning!r} "
+            f"raw output={result.raw_output!r}")
 
     def health(self, model: str, ready: bool) -> HealthItem:
         return questions_item(self.node.get_fully_qualified_name(), model=model, ready=ready,
@@ -267,3 +273,9 @@ class QuestionServer:
         else:
             goal_handle.abort()
         return out  # type: ignore[return-value]
+
+
+def _one_line(text: str, width: int = 300) -> str:
+    """A log-sized summary: whitespace folded to one line, cut at `width` characters."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 25] + f"... ({len(text)} chars)"

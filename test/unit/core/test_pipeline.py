@@ -241,3 +241,28 @@ def test_odometry_replaces_the_vlm_action_with_the_measured_one(clip) -> None:  
         assert measured_action(history, -100.0, -99.0) is None
     finally:
         pipeline.close()
+
+
+def test_the_stored_episode_holds_the_current_view_when_the_question_reads_it(  # type: ignore[no-untyped-def]
+        clip, tmp_path) -> None:
+    """With the persistent key-frame store, the description of the key frame a question
+    waits for (the current view) is stored before it counts as described, so the prompt
+    chosen from the store includes it (it was missing when the store was written after)."""
+    import dataclasses
+
+    from embodied_r_ros.core.memory.long_term import LongTermMemory, MemorySettings
+
+    settings = build_settings({})
+    store = LongTermMemory(dataclasses.replace(MemorySettings.from_settings(settings),
+                                               path=str(tmp_path / "memory.sqlite")))
+    pipeline = EmbodiedRPipeline(settings, CountingPerceiver(),
+                                 ScriptedReasoner("<think>first</think><answer>A</answer>"),
+                                 long_term=store)
+    try:
+        feed(pipeline, clip)
+        for _ in range(3):
+            result = pipeline.ask("Which did I see first?", ["red box", "green door"])
+            assert result.success, result.message
+            assert result.keyframes_used == pipeline.status().keyframes
+    finally:
+        pipeline.close()

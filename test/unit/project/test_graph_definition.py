@@ -19,6 +19,7 @@ import types
 from pathlib import Path
 
 import pytest
+import yaml
 
 from embodied_r_ros import graph
 from embodied_r_ros.core import parameters as cfg
@@ -123,7 +124,13 @@ def test_graph_launch_builds_the_documented_command_lines(tmp_path: Path) -> Non
     assert first.remappings == (("/camera/image_raw", "/front/image"),)
     args = graph.ros_arguments(first)
     assert args[:5] == ["--ros-args", "-r", "__node:=keyframe_selector", "-r", "__ns:=/robot1"]
-    assert "-p" in args and 'reasoning.model:="/m/lm"' in args
+    # explicit values travel in a generated parameter file given last (it wins; see
+    # graph.explicit_parameters_file), not as -p after the setup's file
+    assert "-p" not in args
+    explicit = args[args.index("--params-file", args.index(first.params_files[-1])) + 1]
+    assert Path(explicit).name.startswith(graph.EXPLICIT_FILE_PREFIX)
+    assert yaml.safe_load(Path(explicit).read_text())["/**"]["ros__parameters"] == {
+        "use_sim_time": True, "autostart": False, "reasoning": {"model": "/m/lm"}}
     assert args[-2:] == ["-r", "/camera/image_raw:=/front/image"]
     with pytest.raises(graph.GraphDefinitionError, match="known setups: remote_vlm"):
         graph.graph_launch("embedded", models="nope", share=share)
@@ -189,7 +196,7 @@ def test_launch_file_starts_what_the_runner_starts(monkeypatch, graph_name: str)
     for node, launch in zip(nodes, expected):
         assert node.kwargs["package"] == "embodied_r_ros"
         assert node.kwargs["name"] == launch.name and node.kwargs["namespace"] == "r2"
-        assert node.kwargs["parameters"] == [*launch.params_files, launch.parameters]
+        assert node.kwargs["parameters"] == graph.parameter_files(launch)
         assert node.kwargs["remappings"] == list(launch.remappings)
 
 
@@ -212,7 +219,6 @@ def _flat(tree: dict, prefix: str = "") -> dict:
 
 
 def test_model_setups_name_real_parameters() -> None:
-    import yaml
 
     setups = sorted((REPO / "config" / "models").glob("*.yaml"))
     assert {s.stem for s in setups} >= {"paper_72b_3b", "onboard_small_vlm", "remote_vlm"}
