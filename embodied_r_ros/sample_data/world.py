@@ -21,7 +21,7 @@ so no room is in two splits.
                                      pixels, horizontal centre) from the renderer's labels
       world.json                     the settings and the room lists of each split
 
-    python -m embodied_r_ros.sample_data.world OUT [--train 300 --val 20 --test 60 --seed 0]
+    python -m embodied_r_ros.sample_data.world OUT [--train 200 --val 10 --test 40 --seed 0]
 """
 
 from __future__ import annotations
@@ -96,9 +96,9 @@ class WorldConfig:
     """Sizes and rendering settings of one world (all rooms derive from `seed`)."""
 
     seed: int = 0
-    n_train: int = 300
-    n_val: int = 20
-    n_test: int = 60
+    n_train: int = 200
+    n_val: int = 10
+    n_test: int = 40
     width: int = 320
     height: int = 240
     fps: float = 2.0
