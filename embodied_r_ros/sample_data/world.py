@@ -293,27 +293,30 @@ def write_world(out: str | Path, cfg: WorldConfig = WorldConfig(), *, progress: 
     return summary
 
 
-def write_room_sample(out: str | Path, index: int, cfg: WorldConfig = WorldConfig()) -> tuple[Path, Path]:
-    """One room as the demo's sample: `OUT/sample.mcap` (camera + /odom) and
-    `OUT/questions.json` (full records, with question_text and choices). Returns both."""
+def write_room_sample(out: str | Path, index: int, cfg: WorldConfig = WorldConfig(), *,
+                      name: str = "sample") -> tuple[Path, Path]:
+    """One room as the demo's sample: `OUT/<name>.mcap` (camera + /odom) and
+    `OUT/<name>_questions.json` (`questions.json` for the default name; full records, with
+    question_text and choices, video_id = the bag's name). Returns both."""
     from embodied_r_ros.sample_data.bag_io import write_image_bag
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     clip = render_room(index, cfg)
-    bag = out / "sample.mcap"
+    bag = out / f"{name}.mcap"
     if bag.exists():
         import shutil
 
         shutil.rmtree(bag)
     write_image_bag(bag, clip.frames, clip.stamps_s, poses=clip.poses)
     questions = room_questions(clip, bag.name, index, cfg)
-    qpath = out / "questions.json"
+    prefix = "" if name == "sample" else f"{name}_"
+    qpath = out / f"{prefix}questions.json"
     qpath.write_text(json.dumps(questions, indent=2) + "\n")
     scene = clip.to_scene_dict()
     scene.update({"bag": bag.name, "image_topic": "/camera/image_raw", "odom_topic": "/odom",
                   "world": asdict(cfg), "room_index": index, "split": room_split(index, cfg)})
-    (out / "scene.json").write_text(json.dumps(scene, indent=2) + "\n")
+    (out / f"{prefix}scene.json").write_text(json.dumps(scene, indent=2) + "\n")
     return bag, qpath
 
 

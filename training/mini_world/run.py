@@ -291,8 +291,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"world": summary["counts"], "settings": vars(args)}
     if not (mdir / "vlm.done.json").exists():
         res = clock.run("perception captions", lambda: vlm_sft.train_vlm(
-            vlm_dir, world, train_rooms[: args.caption_rooms], epochs=args.vlm_epochs, seed=args.seed,
-            max_minutes=args.vlm_minutes, n_first=3, n_pair=5))
+            vlm_dir, world, train_rooms[: args.caption_rooms], seed=args.seed,
+            plain_minutes=args.vlm_minutes, prompt_minutes=args.vlm_prompt_minutes))
         (mdir / "vlm.done.json").write_text(json.dumps(res) + "\n")
     report["vlm_training"] = _without_history(mdir / "vlm.done.json")
     if not (out / "vlm_measure.json").exists():
@@ -309,7 +309,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cache = out / "cache"
     spec = ModelSpec.from_dict(_spec(vlm_dir, PERCEPTION_TOKENS))
     lm_train = [r for r in read_jsonl(prepared / "train.jsonl") if r["scene_name"] in warm_rooms | grpo_rooms]
-    test = read_jsonl(prepared / "test.jsonl")
+    eval_rooms = set(test_rooms[: args.eval_rooms])
+    test = [r for r in read_jsonl(prepared / "test.jsonl") if r["scene_name"] in eval_rooms]
     for split, recs in (("train", lm_train), ("test", test)):
         if not (cache / f"{split}.streaming.jsonl").exists():
             clock.run(f"perception cache {split}", lambda recs=recs, split=split: cache_split(
@@ -395,14 +396,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--caption-rooms", type=int, default=150, help="training rooms whose frames teach captions")
     p.add_argument("--warmup-rooms", type=int, default=30, help="training rooms of the worked examples")
     p.add_argument("--grpo-rooms", type=int, default=8, help="training rooms GRPO trains on")
-    p.add_argument("--vlm-epochs", type=int, default=2)
-    p.add_argument("--vlm-minutes", type=float, default=10.0, help="time budget of the caption training")
+    p.add_argument("--vlm-minutes", type=float, default=9.0,
+                   help="time budget of the caption training on images alone")
+    p.add_argument("--vlm-prompt-minutes", type=float, default=4.0,
+                   help="time budget of the caption training with the robot's prompts")
     p.add_argument("--lm-epochs", type=int, default=3)
     p.add_argument("--lm-minutes", type=float, default=5.0)
     p.add_argument("--grpo-stage-epochs", type=int, default=1, help="epochs of each of stages 1 and 2")
     p.add_argument("--grpo-final-epochs", type=int, default=2, help="epochs of stage 3 (each arm)")
-    p.add_argument("--grpo-minutes", type=float, default=8.0, help="time budget of each GRPO run")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--grpo-minutes", type=float, default=5.0, help="time budget of each GRPO run")
+    p.add_argument("--eval-rooms", type=int, default=25, help="test rooms of the results table")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (1: on a shared 2-core machine more threads were 7x slower)")
     p.add_argument("--ship", action="store_true", help="copy the trained models into the package")
     return p
 

@@ -108,14 +108,51 @@ def _batch(processor: Any, examples: Sequence[CaptionExample]) -> dict[str, Any]
     return dict(batch)
 
 
-def train_vlm(
-    model_dir: Path, world: Path, rooms: Sequence[str], *, epochs: int = 2, batch_size: int = 8,
-    lr: float = 2e-3, seed: int = 0, n_first: int = 4, n_pair: int = 8, progress: bool = True,
-    max_minutes: float | None = None,
-) -> dict[str, Any]:
-    """Train the model in `model_dir` in place on caption examples of `rooms`."""
+def _train_stage(model: Any, processor: Any, examples: list[CaptionExample], *, batch_size: int, lr: float,
+                 minutes: float, max_epochs: int, rng: random.Random, desc: str, progress: bool,
+                 history: list[dict[str, float]]) -> int:
+    """AdamW steps over shuffled `examples` until `minutes` or `max_epochs` run out; the
+    learning rate warms up over 20 steps and falls linearly to 10% with the time spent."""
     import torch
     from tqdm import tqdm
+
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    start = time.monotonic()
+    bar = tqdm(desc=desc, disable=not progress)
+    step = 0
+    for _ in range(max_epochs):
+        rng.shuffle(examples)
+        for k in range(0, len(examples), batch_size):
+            used = (time.monotonic() - start) / (minutes * 60)
+            if used >= 1.0:
+                bar.close()
+                return step
+            for group in opt.param_groups:
+                group["lr"] = lr * min(1.0, (step + 1) / 20) * (1.0 - 0.9 * used)
+            loss = model(**_batch(processor, examples[k : k + batch_size])).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad()
+            step += 1
+            value = float(loss.detach())
+            history.append({"stage": desc, "step": step, "loss": value})
+            bar.update(1)
+            bar.set_postfix(loss=f"{value:.3f}")
+    bar.close()
+    return step
+
+
+def train_vlm(
+    model_dir: Path, world: Path, rooms: Sequence[str], *, lr: float = 2e-3, seed: int = 0,
+    n_first: int = 4, n_pair: int = 4, progress: bool = True, plain_minutes: float = 9.0,
+    prompt_minutes: float = 4.0, max_epochs: int = 20,
+) -> dict[str, Any]:
+    """Train the model in `model_dir` in place on caption examples of `rooms`, in two
+    stages: (1) `plain_minutes` with the images alone (no prompt text: short sequences, so
+    many more steps teach the vision tower colours, shapes and positions), then (2)
+    `prompt_minutes` with the robot's own prompts, so the model answers them."""
+    import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     rng = random.Random(seed)
@@ -126,36 +163,19 @@ def train_vlm(
     examples: list[CaptionExample] = []
     for room in rooms:
         examples.extend(room_examples(world, room, rng, n_first=n_first, n_pair=n_pair))
-    steps = epochs * ((len(examples) + batch_size - 1) // batch_size)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
+    plain = [CaptionExample(ex.images, "", ex.caption) for ex in examples]
     history: list[dict[str, float]] = []
     start = time.monotonic()
-    bar = tqdm(total=steps, desc="vlm captions", disable=not progress)
-    step = 0
-    for _ in range(epochs):
-        rng.shuffle(examples)
-        for k in range(0, len(examples), batch_size):
-            loss = model(**_batch(processor, examples[k : k + batch_size])).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            opt.zero_grad()
-            step += 1
-            value = float(loss.detach())
-            history.append({"step": step, "loss": value})
-            bar.update(1)
-            bar.set_postfix(loss=f"{value:.3f}")
-            if max_minutes and time.monotonic() - start > max_minutes * 60:
-                break
-        if max_minutes and time.monotonic() - start > max_minutes * 60:
-            log.warning("vlm training stopped at the %.0f-minute budget", max_minutes)
-            break
-    bar.close()
+    steps_plain = _train_stage(model, processor, plain, batch_size=16, lr=lr, minutes=plain_minutes,
+                               max_epochs=max_epochs, rng=rng, desc="vlm captions (images only)",
+                               progress=progress, history=history)
+    steps_prompt = _train_stage(model, processor, examples, batch_size=8, lr=lr / 2, minutes=prompt_minutes,
+                                max_epochs=max_epochs, rng=rng, desc="vlm captions (robot prompts)",
+                                progress=progress, history=history)
     model.eval()
     model.save_pretrained(model_dir, safe_serialization=True)
-    return {"examples": len(examples), "steps": step, "seconds": round(time.monotonic() - start, 1),
+    return {"examples": len(examples), "steps_images_only": steps_plain, "steps_robot_prompts": steps_prompt,
+            "seconds": round(time.monotonic() - start, 1),
             "loss_first": history[0]["loss"] if history else None,
             "loss_last": float(np.mean([h["loss"] for h in history[-20:]])) if history else None,
             "history": history}

@@ -1,0 +1,75 @@
+"""The shipped mini-world checkpoints: small, loaded by the robot's own loading code, and the
+perception model names the objects of a held-out room."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from embodied_r_ros.core import config as cfg
+from embodied_r_ros.evaluation import models as model_setup
+
+pytestmark = pytest.mark.skipif(not model_setup.mini_world_available(),
+                                reason="mini-world checkpoints not shipped (embodied-r-train mini-world --ship)")
+
+PARAMS = Path(__file__).resolve().parents[1] / "config" / "embodied_r.yaml"
+
+
+def _params() -> dict:
+    return cfg.load_parameters(PARAMS, overrides=model_setup.mini_world_overrides())
+
+
+def test_checkpoints_are_small_safetensors() -> None:
+    for folder in model_setup.MINI_WORLD_MODELS.values():
+        size = sum(p.stat().st_size for p in folder.iterdir())
+        assert size < 12 * 2**20, f"{folder} is {size / 2**20:.1f} MB"
+        assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
+        assert not list(folder.glob("*.bin")) and not list(folder.glob("optimizer*"))
+
+
+def test_robot_loading_code_reads_them() -> None:
+    from embodied_r_ros.core.backends.factory import make_perceiver, make_reasoner
+    from embodied_r_ros.core.backends.model_spec import ModelSpec
+
+    params = _params()
+    perceiver = make_perceiver(ModelSpec.from_dict(cfg.model_spec_dict(params, "perception")))
+    reasoner = make_reasoner(ModelSpec.from_dict(cfg.model_spec_dict(params, "reasoning")))
+    assert type(perceiver).__name__ == "TransformersPerceiver"
+    assert type(reasoner).__name__ == "TransformersReasoner"
+    perceiver.close()
+    reasoner.close()
+
+
+@pytest.mark.slow
+def test_perception_names_objects_of_a_held_out_room(tmp_path: Path) -> None:
+    """Frames of a test room (never seen in training): the first-frame reply names
+    objects that are in view, with the right position word for most of them."""
+    from embodied_r_ros.core.backends.factory import make_perceiver
+    from embodied_r_ros.core.backends.model_spec import ModelSpec
+    from embodied_r_ros.core.perception_prompts import first_frame_prompt
+    from embodied_r_ros.sample_data.captions import first_caption, frame_objects
+    from embodied_r_ros.sample_data.world import WorldConfig, render_room
+    from embodied_r_training.mini_world.vlm_sft import parse_objects
+
+    world = WorldConfig()
+    clip = render_room(world.n_train + world.n_val + 1, world)
+    names = [o.name for o in clip.objects]
+    assert clip.labels is not None
+    picks = [i for i in range(0, len(clip.frames), 2) if frame_objects(clip.labels[i], names)][:8]
+    perceiver = make_perceiver(ModelSpec.from_dict(cfg.model_spec_dict(_params(), "perception")))
+    texts = perceiver.describe_batch([([clip.frames[i]], first_frame_prompt(None)) for i in picks])
+    perceiver.close()
+    truth_n = named = placed = 0
+    for i, text in zip(picks, texts):
+        truth = parse_objects(first_caption(frame_objects(clip.labels[i], names)))
+        got = parse_objects(text)
+        truth_n += len(truth)
+        for name, where in got.items():
+            if name in truth:
+                named += 1
+                placed += truth[name] == where
+    (tmp_path / "replies.json").write_text(json.dumps(texts))
+    assert named / truth_n >= 0.4, texts
+    assert placed / max(named, 1) >= 0.5, texts
