@@ -7,7 +7,10 @@ question through the AskSpatial service: key frames, perception, memory and reas
 all run as on the robot. A regression anywhere in that chain shows as lost accuracy.
 
 The bar is chance plus a fixed margin, set from the measured value (docs/mini_world.md)
-with room for noise: see MARGIN.
+with room for noise: see MARGIN. What the margin proves is limited, and the docs say so:
+on held-out rooms the shipped reasoning model scores about as well with no description
+at all (row f of the table) as with the perception model's, so today the margin mostly
+guards the answer path (graph, prompts, parsing, letters), not perception.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ pytestmark = [
 
 # Test rooms replayed (indices among the world's test rooms).
 ROOMS = (2, 3, 4)
-# Accuracy must beat chance by this many percentage points (see the module docstring).
-MARGIN = 10.0
+# Accuracy must beat chance by this many percentage points. Measured on these rooms:
+# 40.0% (10 of 25) against chance 29.0%, i.e. +11 points; the bar keeps about half of it,
+# so one or two answers changing (key-frame timing over DDS) do not fail the test.
+MARGIN = 5.0
 
 
 def test_shipped_models_answer_above_chance_through_the_graph(tmp_path: Path) -> None:

@@ -110,6 +110,17 @@ def label_records(cache_records: Sequence[Mapping[str, Any]], world: Path, keyfr
     return out
 
 
+def question_only(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Row (f): the same questions with no video description at all (what the question
+    text alone gives away)."""
+    from embodied_r_ros.core.memory import render_video_text
+    from embodied_r_ros.core.reasoning_prompts import build_reasoning_messages
+
+    empty = render_video_text([])
+    return [{**r, "video_text": empty, "frames": [], "prompt": build_reasoning_messages(empty, r["question"])}
+            for r in records]
+
+
 def chance(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Expected accuracy (%) of a uniform guess, per category and averaged over categories."""
     from embodied_r_ros.core.reasoning_prompts import parse_choices
@@ -365,6 +376,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "(c) GRPO": (out / "grpo" / "final", test_cache),
         "(d) GRPO, no consistency reward": (out / "grpo_no_consistency" / "final", test_cache),
         "(e) GRPO, label descriptions (upper bound)": (out / "grpo" / "final", test_labels),
+        "(f) GRPO, no descriptions (question only)": (out / "grpo" / "final", question_only(test_cache)),
     }
     for i, (name, (model, recs)) in enumerate(evals.items()):
         rows[name] = clock.run(f"evaluate {name}", lambda model=model, recs=recs, i=i, name=name: evaluate_row(
@@ -404,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lm-minutes", type=float, default=5.0)
     p.add_argument("--grpo-stage-epochs", type=int, default=1, help="epochs of each of stages 1 and 2")
     p.add_argument("--grpo-final-epochs", type=int, default=2, help="epochs of stage 3 (each arm)")
-    p.add_argument("--grpo-minutes", type=float, default=5.0, help="time budget of each GRPO run")
+    p.add_argument("--grpo-minutes", type=float, default=4.0, help="time budget of each GRPO run")
     p.add_argument("--eval-rooms", type=int, default=25, help="test rooms of the results table")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (1: on a shared 2-core machine more threads were 7x slower)")
