@@ -95,3 +95,27 @@ def test_perception_names_objects_of_a_held_out_room(held_out_replies) -> None: 
                 placed += truth[name] == where
     assert named / truth_n >= 0.4, texts
     assert placed / max(named, 1) >= 0.5, texts
+
+
+def test_demo_uses_them_when_no_model_is_configured(tmp_path: Path) -> None:
+    from embodied_r_ros import demo
+
+    args = demo.parse_args(["--artifacts", str(tmp_path)])
+    overrides, tiny = demo.resolve_models(args)
+    assert tiny is False
+    assert overrides["perception.model"] == str(model_setup.MINI_WORLD_MODELS["perception"])
+    assert overrides["reasoning.model"] == str(model_setup.MINI_WORLD_MODELS["reasoning"])
+    assert demo.uses_mini_world(args)
+    assert not demo.uses_mini_world(demo.parse_args(["--artifacts", str(tmp_path), "--tiny-models"]))
+
+
+def test_accuracy_line_puts_chance_beside_accuracy() -> None:
+    from types import SimpleNamespace
+
+    from embodied_r_ros.demo import accuracy_vs_chance
+
+    results = [SimpleNamespace(correct=True, choices=["a", "b"]),
+               SimpleNamespace(correct=False, choices=["a", "b", "c", "d"]),
+               SimpleNamespace(correct=None, choices=[])]
+    line = accuracy_vs_chance(results)  # type: ignore[arg-type]
+    assert line.startswith("answered right 1 of 2 questions (50%); chance 38%")
