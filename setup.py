@@ -37,9 +37,11 @@ setup(
     python_requires=">=3.10",
     # embodied_r_ros.nodes needs rclpy at run time (ROS machines only)
     packages=[*find_packages(include=["embodied_r_ros", "embodied_r_ros.*"]),
-              "embodied_r_training"],
+              "embodied_r_training", "embodied_r_training.mini_world"],
     package_dir={"embodied_r_training": "training"},
-    package_data={"embodied_r_training": ["configs/*.yaml", "configs/*.json"]},
+    package_data={"embodied_r_training": ["configs/*.yaml", "configs/*.json"],
+                  # the mini world's trained checkpoints (docs/mini_world.md)
+                  "embodied_r_ros": ["sample_data/models/*.json", "sample_data/models/*/*"]},
     install_requires=requirements("core"),
     extras_require=EXTRAS,
     entry_points={

@@ -9,8 +9,11 @@ the questions are one live replay evaluation (`embodied_r_ros.evaluation.live`),
 same that `embodied-r replay-eval --mode live` runs.
 
 With real models configured (--perception-model / --reasoning-model, or in the
-parameter file) those are used. Without, tiny random models are built locally and used;
-their text is noise and their answers are meaningless: they only prove the plumbing.
+parameter file) those are used. Without, the mini-world models shipped in the package
+(trained on synthetic rooms, docs/mini_world.md) answer questions about a held-out room
+of that world, and the demo prints their accuracy against the ground truth beside chance.
+`--tiny-models` uses tiny random models instead (text is noise: plumbing only), on the
+classic sample clip.
 """
 
 from __future__ import annotations
@@ -67,7 +70,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--startup-timeout", type=float, default=180.0,
                         help="seconds to wait for the nodes to load their models")
     parser.add_argument("--quiet-nodes", action="store_true", help="do not echo node logs")
+    parser.add_argument("--tiny-models", action="store_true",
+                        help="fill in missing models with tiny random ones (plumbing only) instead of "
+                             "the shipped mini-world models")
     return parser.parse_args(argv)
+
+
+# The held-out room of the mini world that the demo replays with the mini-world models.
+WORLD_SAMPLE_ROOM = 0  # index among the world's test rooms
+
+
+def ensure_world_sample(artifacts: Path) -> tuple[Path, Path]:
+    """A held-out (test) room of the mini world as a bag + questions, made once."""
+    from embodied_r_ros.sample_data.world import WorldConfig, write_room_sample
+
+    out = artifacts / "world_sample"
+    bag, questions = out / "sample.mcap", out / "questions.json"
+    if not (bag.exists() and questions.exists()):
+        cfg = WorldConfig()
+        index = cfg.n_train + cfg.n_val + WORLD_SAMPLE_ROOM
+        print(f"== making the mini-world sample (held-out room {index}) in {out}")
+        write_room_sample(out, index, cfg)
+    return bag, questions
 
 
 def ensure_sample(artifacts: Path) -> tuple[Path, Path]:
@@ -82,12 +106,22 @@ def ensure_sample(artifacts: Path) -> tuple[Path, Path]:
     return bag, questions
 
 
+def uses_mini_world(args: argparse.Namespace) -> bool:
+    """Whether missing models are filled in with the shipped mini-world ones."""
+    overrides = model_setup.model_overrides(args.perception_model, args.reasoning_model)
+    return (not getattr(args, "tiny_models", False) and model_setup.mini_world_available()
+            and bool(model_setup.missing_models(args.params_file, overrides)))
+
+
 def resolve_models(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     """Model overrides for the graph, and whether the tiny models are in use."""
     overrides = model_setup.model_overrides(args.perception_model, args.reasoning_model)
     missing = model_setup.missing_models(args.params_file, overrides)
     if not missing:
         return overrides, False
+    if uses_mini_world(args):
+        print(model_setup.mini_world_banner(missing))
+        return {**overrides, **model_setup.mini_world_overrides(missing)}, False
     tiny = model_setup.tiny_overrides(args.artifacts, missing)
     print(model_setup.tiny_banner(missing, tiny))
     return {**overrides, **tiny}, True
@@ -127,6 +161,20 @@ def print_report(episode: EpisodeRecord, results: list[QuestionResult], tiny: bo
         print("\n== accuracy (%): " + ", ".join(f"{k} {v:.0f}" for k, v in acc.items()))
     if tiny:
         print("   (tiny random models: these numbers say nothing about the method)")
+    line = accuracy_vs_chance(results)
+    if line:
+        print("== " + line)
+
+
+def accuracy_vs_chance(results: list[QuestionResult]) -> str:
+    """"answered right k of n (x%); chance y%" over the graded questions, or ""."""
+    graded = [r for r in results if r.correct is not None]
+    if not graded:
+        return ""
+    right = sum(bool(r.correct) for r in graded)
+    chance = sum(1.0 / max(len(r.choices), 1) for r in graded) / len(graded)
+    return (f"answered right {right} of {len(graded)} questions ({100.0 * right / len(graded):.0f}%); "
+            f"chance {100.0 * chance:.0f}% (one random guess among each question's choices)")
 
 
 def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResult], bool]:
@@ -136,7 +184,8 @@ def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResul
 
     args.artifacts.mkdir(parents=True, exist_ok=True)
     if args.bag is None or args.questions is None:
-        sample_bag, sample_questions = ensure_sample(args.artifacts)
+        make = ensure_world_sample if uses_mini_world(args) else ensure_sample
+        sample_bag, sample_questions = make(args.artifacts)
     bag = Path(args.bag or sample_bag)
     items = load_questions(args.questions or sample_questions)
     overrides, tiny = resolve_models(args)
@@ -161,6 +210,7 @@ def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResul
         print_report(episode, results, tiny)
     summary = summarize(results)
     write_json_atomic(report_path, {"tiny_models": tiny, "bag": str(bag),
+                                    "accuracy_vs_chance": accuracy_vs_chance(results),
                                     "accuracy": summary["accuracy"], "latency": summary["latency"],
                                     "latency_per_stage": summary["latency_per_stage"],
                                     "questions": summary["results"],

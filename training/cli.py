@@ -14,6 +14,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("embodied_r_training.evaluate", "accuracy per category, consistency rate, completion length"),
     "plots": ("embodied_r_training.plots", "training curves (PNG) from trainer_state.json"),
     "extract-lm": ("embodied_r_training.policy", "write the language model of a Qwen2.5-VL checkpoint as a Qwen2 LM"),
+    "mini-world": ("embodied_r_training.mini_world.run",
+                   "train and measure both models on the mini world (one command; --ship to ship them)"),
     "toy-data": ("embodied_r_training.toy", "write a small synthetic benchmark laid out like the published downloads"),
 }
 

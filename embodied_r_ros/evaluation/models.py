@@ -43,6 +43,40 @@ def tiny_overrides(artifacts: str | Path, roles: list[str] | tuple[str, ...] = R
     return overrides
 
 
+# The mini world's trained checkpoints (training/mini_world), shipped in the package.
+MINI_WORLD_DIR = Path(__file__).resolve().parents[1] / "sample_data" / "models"
+MINI_WORLD_MODELS = {"perception": MINI_WORLD_DIR / "mini_world_vlm", "reasoning": MINI_WORLD_DIR / "mini_world_lm"}
+MINI_WORLD_MAX_NEW_TOKENS = {"perception": 64, "reasoning": 48}
+
+
+def mini_world_available() -> bool:
+    """True when both shipped mini-world checkpoints are present."""
+    return all((p / "config.json").is_file() and (p / "model.safetensors").is_file()
+               for p in MINI_WORLD_MODELS.values())
+
+
+def mini_world_overrides(roles: list[str] | tuple[str, ...] = ROLES) -> dict[str, Any]:
+    """Parameter overrides that run `roles` on the shipped mini-world models: CPU,
+    float32, greedy decoding, generations as long as their training texts."""
+    overrides: dict[str, Any] = {}
+    for role in roles:
+        overrides.update({f"{role}.model": str(MINI_WORLD_MODELS[role]), f"{role}.backend": "transformers",
+                          f"{role}.device": "cpu", f"{role}.dtype": "float32",
+                          f"{role}.temperature": 0.0,
+                          f"{role}.max_new_tokens": MINI_WORLD_MAX_NEW_TOKENS[role]})
+    return overrides
+
+
+def mini_world_banner(roles: list[str]) -> str:
+    return textwrap.dedent(f"""
+        == NO {' AND '.join(r.upper() for r in roles)} MODEL CONFIGURED: using the mini-world
+           models shipped in {MINI_WORLD_DIR} (tiny Qwen2.5-VL and Qwen2 trained on CPU on
+           synthetic rooms; docs/mini_world.md). They know only that world: coloured boxes,
+           balls, pillars, cabinets and doors in a textured room. Pass --perception-model /
+           --reasoning-model (or set them in the parameter file) to use real models.
+        """)
+
+
 def tiny_banner(roles: list[str], overrides: Mapping[str, Any]) -> str:
     where = ", ".join(f"{r}: {overrides[f'{r}.model']}" for r in roles)
     return textwrap.dedent(f"""

@@ -24,7 +24,7 @@ from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.types import OPTION_LETTERS
 from embodied_r_ros.sample_data.scene import SyntheticClip
 
-__all__ = ["BACK_RULE", "format_question", "make_questions"]
+__all__ = ["BACK_RULE", "QUESTION_KINDS", "SAMPLE_KINDS", "format_question", "make_questions"]
 
 LETTERS = OPTION_LETTERS
 BACK_RULE = "An object is to my back if I would have to turn at least 135 degrees in order to face it."
@@ -304,10 +304,68 @@ def _progress(b: _Builder) -> None:
     )
 
 
-def make_questions(clip: SyntheticClip, *, video_id: str = "sample", seed: int = 0) -> list[dict[str, Any]]:
-    """Up to eight graded multiple-choice questions about `clip` (deterministic for a seed)."""
+def _landmark_position(b: _Builder) -> None:
+    """Where a landmark seen earlier is now, relative to the agent: ahead, left, right or
+    behind (four sectors, with a clear margin around each boundary)."""
+    clip = b.clip
+    t_end = clip.stamps_s[-1]
+    sectors = ("ahead", "left", "right", "behind")
+    for o in clip.objects:
+        if clip.first_seen(o.name) is None:
+            continue
+        bearing = clip.bearing_deg(o.name, t_end)
+        a = abs(bearing)
+        if a <= 15.0:
+            where = "ahead"
+        elif 40.0 <= a <= 115.0:
+            where = "left" if bearing > 0 else "right"
+        elif a >= 150.0:
+            where = "behind"
+        else:
+            continue
+        b.add(
+            "landmark_position",
+            f"At the end of the video, where is the {o.name} relative to me?",
+            where,
+            [s for s in sectors if s != where],
+            {"bearing_deg": round(bearing, 2), "time_s": round(t_end, 3)},
+        )
+        return
+
+
+# The question makers, in the order make_questions calls them; the sample clip uses the
+# first eight, the mini world adds landmark position.
+SAMPLE_KINDS: tuple[str, ...] = (
+    "appearance_order", "direction_now", "distance", "next_turn", "route", "direction_then",
+    "progress", "direction_allocentric",
+)
+_MAKERS = {
+    "appearance_order": _appearance_order,
+    "direction_now": _direction_now,
+    "distance": _distance,
+    "next_turn": _next_turn,
+    "route": _route,
+    "direction_then": _direction_then,
+    "progress": _progress,
+    "direction_allocentric": _direction_allocentric,
+    "landmark_position": _landmark_position,
+}
+QUESTION_KINDS: tuple[str, ...] = tuple(_MAKERS)
+
+
+def make_questions(
+    clip: SyntheticClip,
+    *,
+    video_id: str = "sample",
+    seed: int = 0,
+    kinds: tuple[str, ...] = SAMPLE_KINDS,
+) -> list[dict[str, Any]]:
+    """Graded multiple-choice questions about `clip` (deterministic for a seed), one per
+    feasible kind of `kinds` (see `QUESTION_KINDS`); the default gives the sample's eight."""
+    unknown = [k for k in kinds if k not in _MAKERS]
+    if unknown:
+        raise InvalidRequestError(f"unknown question kinds {unknown}; use some of {QUESTION_KINDS}")
     b = _Builder(clip, video_id, seed)
-    for make in (_appearance_order, _direction_now, _distance, _next_turn, _route, _direction_then,
-                 _progress, _direction_allocentric):
-        make(b)
+    for kind in kinds:
+        _MAKERS[kind](b)
     return b.records

@@ -607,6 +607,8 @@ class SyntheticClip:
     min_visible_px: int = 40
     scene_name: str = "synthetic_room"
     _trajectory: _Trajectory | None = field(default=None, repr=False)
+    # Per-frame object id images (0 = room, k+1 = objects[k]) when rendered with keep_labels.
+    labels: list[np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def duration_s(self) -> float:
@@ -724,6 +726,7 @@ def render_clip(
     hfov_deg: float = 70.0,
     objects: Sequence[SceneObject] | None = None,
     room: Room | None = None,
+    keep_labels: bool = False,
 ) -> SyntheticClip:
     """Render the synthetic room along a scripted camera path.
 
@@ -731,7 +734,8 @@ def render_clip(
     using the ten-action vocabulary; amounts are metres for moves and degrees for
     rotations and tilts. None uses `DEFAULT_PATH` (32 s). Frames are taken every 1/fps
     seconds from t=0 to the end of the path inclusive. Textures depend on ``seed`` only,
-    so the same arguments always give the same pixels.
+    so the same arguments always give the same pixels. ``keep_labels`` keeps each frame's
+    per-pixel object ids in ``SyntheticClip.labels``.
     """
     if not fps > 0:
         raise InvalidRequestError(f"fps must be positive, got {fps}")
@@ -755,10 +759,13 @@ def render_clip(
     frames: list[np.ndarray] = []
     poses: list[CameraPose] = []
     visible = np.zeros((len(stamps), len(objects)), np.int32)
+    labels: list[np.ndarray] = []
     for i, t in enumerate(stamps):
         pose = traj.pose_at(t)
         image, ids = renderer.render(pose)
         frames.append(image)
+        if keep_labels:
+            labels.append(ids)
         poses.append(pose)
         counts = np.bincount(ids.ravel(), minlength=len(objects) + 1)
         visible[i] = counts[1 : len(objects) + 1]
@@ -776,4 +783,5 @@ def render_clip(
         room=room,
         visible_pixels=visible,
         _trajectory=traj,
+        labels=labels if keep_labels else None,
     )

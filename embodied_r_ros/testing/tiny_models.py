@@ -29,7 +29,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 # Bump whenever the built models change, so stale folders are rebuilt.
 BUILDER_VERSION = "1"
@@ -155,8 +155,9 @@ def _can_reuse(out: Path, seed: int) -> bool:
     )
 
 
-def build_tokenizer(vocab_size: int = 480) -> Any:
-    """Train a byte-level BPE tokenizer on the built-in corpus.
+def build_tokenizer(vocab_size: int = 480, corpus: Sequence[str] | None = None) -> Any:
+    """Train a byte-level BPE tokenizer on the built-in corpus (or on `corpus`, the
+    mini world's own texts).
 
     Returns a `PreTrainedTokenizerFast` with the Qwen special tokens, `<|endoftext|>`
     as padding token, `<|im_end|>` as end of turn and the project chat template.
@@ -173,7 +174,8 @@ def build_tokenizer(vocab_size: int = 480) -> Any:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    core.train_from_iterator(list(_CORPUS_LINES) * 4, trainer=trainer)
+    lines = list(_CORPUS_LINES) * 4 if corpus is None else list(corpus)
+    core.train_from_iterator(lines, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
         eos_token="<|im_end|>",

@@ -31,7 +31,9 @@ def _jsonl(path: Path) -> list[dict]:
 def test_demo_runs_the_whole_graph_on_the_sample(tmp_path: Path, tiny_models, capsys) -> None:  # type: ignore[no-untyped-def]
     _link_tiny(tmp_path, tiny_models)
     fresh_ros_domain()
-    code = demo.main(["--artifacts", str(tmp_path), "--quiet-nodes"])  # as `make demo`
+    # As `make demo`, with tiny random models in place of the shipped mini-world ones
+    # (test_mini_world_accuracy.py runs the demo's default models).
+    code = demo.main(["--artifacts", str(tmp_path), "--quiet-nodes", "--tiny-models"])
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
     assert "NO PERCEPTION AND REASONING MODEL CONFIGURED" in out and "MEANINGLESS" in out
@@ -58,7 +60,8 @@ def test_demo_runs_the_whole_graph_on_the_sample(tmp_path: Path, tiny_models, ca
 
 def test_demo_fills_in_only_the_missing_model(tmp_path: Path, tiny_models) -> None:  # type: ignore[no-untyped-def]
     _link_tiny(tmp_path, tiny_models)
-    args = demo.parse_args(["--artifacts", str(tmp_path), "--reasoning-model", "/models/real-lm"])
+    args = demo.parse_args(["--artifacts", str(tmp_path), "--reasoning-model", "/models/real-lm",
+                            "--tiny-models"])
     overrides, tiny = demo.resolve_models(args)
     assert tiny is True
     assert overrides["reasoning.model"] == "/models/real-lm"

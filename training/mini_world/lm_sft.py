@@ -1,0 +1,131 @@
+"""Warm-up of the reasoning model: worked examples in the think/answer format.
+
+A worked example is a cached training record (the robot's reasoning prompt over the
+perception model's descriptions) with a completion written from the graded truth of its
+training room: a short reasoning that names the answer, then the letter,
+``<think>...</think><answer>B</answer>``. The same model also learns the consistency
+judge's prompt (question, choices and a reasoning -> the letter that reasoning supports),
+so the frozen copy of the warm-up model can serve as the consistency reward's reference
+model, as the paper uses a frozen reference LM.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger("embodied_r_training.mini_world.lm_sft")
+
+# How a worked reasoning opens, per question kind (then the answer text follows).
+_LEADS = {
+    "obj_appearance_order": "Listing each object by the frame where it first appears gives",
+    "appearance_order": "Listing each object by the frame where it first appears gives",
+    "object_rel_direction": "Following my moves and turns through the frames, that object is to my",
+    "landmark_position": "Following my moves and turns through the frames, it is now",
+    "object_rel_distance": "Comparing where the objects stand, the closest is the",
+    "action_generation": "After that frame the next turn in the frames is",
+    "route_planning": "From my current view and heading, the way there is to",
+    "progress_evaluation": "The actions between the frames, in order, are",
+}
+
+
+def worked_think(category: str, answer_text: str) -> str:
+    lead = _LEADS.get(category, "From the frames, the answer is")
+    return f"{lead} {answer_text}."
+
+
+def worked_completion(category: str, answer_text: str, letter: str) -> str:
+    return f"<think>{worked_think(category, answer_text)}</think><answer>{letter}</answer>"
+
+
+def sft_pairs(records: Sequence[Mapping[str, Any]], truth: Mapping[str, Mapping[str, Any]],
+              ) -> list[tuple[list[dict[str, str]], str]]:
+    """(messages, completion) pairs: worked answers and consistency-judge replies."""
+    from embodied_r_ros.core.prompts.reasoning import build_consistency_messages
+
+    pairs = []
+    for r in records:
+        t = truth[r["Question_id"]]
+        pairs.append((list(r["prompt"]), worked_completion(r["question_category"], t["answer_text"], r["answer"])))
+        think = worked_think(r["question_category"], t["answer_text"])
+        pairs.append((build_consistency_messages(r["question"], think), r["answer"]))
+    return pairs
+
+
+def _batch(tokenizer: Any, pairs: Sequence[tuple[list[dict[str, str]], str]]) -> dict[str, Any]:
+    import torch
+
+    rows, masks = [], []
+    for messages, completion in pairs:
+        prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        c_ids = tokenizer(completion + "<|im_end|>", add_special_tokens=False)["input_ids"]
+        rows.append(p_ids + c_ids)
+        masks.append(len(p_ids))
+    width = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    att = torch.zeros((len(rows), width), dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    for i, (r, m) in enumerate(zip(rows, masks)):
+        ids[i, : len(r)] = torch.tensor(r)
+        att[i, : len(r)] = 1
+        labels[i, m : len(r)] = torch.tensor(r[m:])
+    return {"input_ids": ids, "attention_mask": att, "labels": labels}
+
+
+def train_lm(model_dir: Path, pairs: Sequence[tuple[list[dict[str, str]], str]], *, epochs: int = 3,
+             batch_size: int = 8, lr: float = 1e-3, seed: int = 0, progress: bool = True,
+             max_minutes: float | None = None) -> dict[str, Any]:
+    """Supervised training of the causal LM in `model_dir`, in place."""
+    import torch
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.train()
+    data = list(pairs)
+    steps = epochs * ((len(data) + batch_size - 1) // batch_size)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
+    history: list[dict[str, float]] = []
+    start = time.monotonic()
+    bar = tqdm(total=steps, desc="lm warm-up", disable=not progress)
+    step = 0
+    stop = False
+    for _ in range(epochs):
+        rng.shuffle(data)
+        for k in range(0, len(data), batch_size):
+            loss = model(**_batch(tokenizer, data[k : k + batch_size])).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            step += 1
+            value = float(loss.detach())
+            history.append({"step": step, "loss": value})
+            bar.update(1)
+            bar.set_postfix(loss=f"{value:.3f}")
+            if max_minutes and time.monotonic() - start > max_minutes * 60:
+                stop = True
+                break
+        if stop:
+            log.warning("lm warm-up stopped at the %.0f-minute budget", max_minutes)
+            break
+    bar.close()
+    model.eval()
+    model.save_pretrained(model_dir, safe_serialization=True)
+    return {"pairs": len(data), "steps": step, "seconds": round(time.monotonic() - start, 1),
+            "loss_first": history[0]["loss"] if history else None,
+            "loss_last": float(np.mean([h["loss"] for h in history[-20:]])) if history else None,
+            "history": history}

@@ -1,0 +1,430 @@
+"""`embodied-r-train mini-world --out DIR`: the whole method on the mini world, one command.
+
+Steps (each skipped when its output exists, so a stopped run resumes):
+
+1. world: rooms, clips, graded questions (`embodied_r_ros.sample_data.world`), split by room;
+2. prepare: the published-format records read by `data.load_records` (videos found);
+3. tokenizer + fresh tiny models (Qwen2.5-VL perception, Qwen2 reasoning);
+4. perception model: supervised captions from the renderer's labels; measured on test rooms;
+5. perception cache (`perception_cache.cache_split`, streaming mode, the robot's key-frame
+   rules and prompts) with the trained perception model, for the warm-up, GRPO and test
+   questions; and for row (e) the same key frames described from the labels instead;
+6. reasoning warm-up (worked examples + the consistency judge's prompt);
+7. GRPO (`grpo.train`, TRL) with the paper's three rewards and staged weights, the frozen
+   warm-up model as the consistency reference; again without the consistency reward;
+8. evaluation (`evaluate.evaluate`) on the test rooms: the results table;
+9. with `--ship`, the perception model and the GRPO model are copied to
+   `embodied_r_ros/sample_data/models/` (weights, config, tokenizer, processor).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import shutil
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("embodied_r_training.mini_world")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SHIP_DIR = REPO_ROOT / "embodied_r_ros" / "sample_data" / "models"
+SHIP_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+              "tokenizer_config.json", "chat_template.jinja", "processor_config.json",
+              "preprocessor_config.json", "video_preprocessor_config.json", "special_tokens_map.json")
+KEYFRAMES = {"sample_fps": 1.0, "min_keyframes": 4, "max_keyframes": 32}
+PERCEPTION_TOKENS = 64
+REASONING_TOKENS = 48
+
+
+def _spec(model: Path | str, max_new_tokens: int, temperature: float = 0.0, batch_size: int = 8) -> dict[str, Any]:
+    return {"backend": "transformers", "model": str(model), "device": "cpu", "dtype": "float32",
+            "temperature": temperature, "max_new_tokens": max_new_tokens, "batch_size": batch_size}
+
+
+class Stopwatch:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.times: dict[str, float] = json.loads(path.read_text()) if path.exists() else {}
+
+    def run(self, name: str, func: Any) -> Any:
+        start = time.monotonic()
+        log.info("== %s", name)
+        value = func()
+        self.times[name] = round(self.times.get(name, 0.0) + time.monotonic() - start, 1)
+        self.path.write_text(json.dumps(self.times, indent=1) + "\n")
+        return value
+
+
+def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    from embodied_r_training.data import write_jsonl_atomic
+
+    write_jsonl_atomic(path, rows)
+
+
+def prepare_world(world: Path, out: Path) -> dict[str, int]:
+    """Published-format records -> prepared JSONL with each question's video found."""
+    from embodied_r_training.data import load_records
+    from embodied_r_training.videos import VideoRoot
+
+    root = VideoRoot(world / "videos", label="mini world", flag="--world")
+    counts = {}
+    for split in ("train", "val", "test"):
+        drops: Counter = Counter()
+        records = load_records(world / "records" / f"{split}.json", drops, root=root)
+        if drops:
+            raise RuntimeError(f"{split}: records dropped while loading: {dict(drops)}")
+        _write_jsonl(out / f"{split}.jsonl", records)
+        counts[split] = len(records)
+    return counts
+
+
+def label_records(cache_records: Sequence[Mapping[str, Any]], world: Path, keyframes: Mapping[str, Any]
+                  ) -> list[dict[str, Any]]:
+    """Row (e): the same questions and key frames, described from the renderer's labels."""
+    from embodied_r_ros.sample_data.captions import SeenObject, first_caption, motion_action, pair_caption
+    from embodied_r_training.perception_cache import build_record
+
+    out = []
+    texts_of: dict[str, list[str]] = {}
+    for r in cache_records:
+        room = r["scene_name"]
+        if room not in texts_of:
+            labels = json.loads((world / "labels" / f"{room}.json").read_text())
+            frames = keyframes[r["video_path"]]["source_frames"]
+            objs = [[SeenObject.from_json(o) for o in labels["frames"][i]["objects"]] for i in frames]
+            texts = [first_caption(objs[0])]
+            for k in range(1, len(frames)):
+                action = motion_action(labels["frames"][frames[k - 1]]["pose"], labels["frames"][frames[k]]["pose"])
+                texts.append(pair_caption(action, objs[k - 1], objs[k]))
+            texts_of[room] = texts
+        derived = ("mode", "solution", "prompt", "video_text", "frames", "keyframes")
+        base = {k: v for k, v in r.items() if k not in derived}
+        out.append(build_record(base, "streaming", keyframes[r["video_path"]], texts_of[room]))
+    return out
+
+
+def question_only(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Row (f): the same questions with no video description at all (what the question
+    text alone gives away)."""
+    from embodied_r_ros.core.memory.episode import render_video_text
+    from embodied_r_ros.core.prompts.reasoning import build_reasoning_messages
+
+    empty = render_video_text([])
+    return [{**r, "video_text": empty, "frames": [], "prompt": build_reasoning_messages(empty, r["question"])}
+            for r in records]
+
+
+def chance(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Expected accuracy (%) of a uniform guess, per category and averaged over categories."""
+    from embodied_r_ros.core.prompts.reasoning import parse_choices
+
+    per: dict[str, list[float]] = {}
+    for r in records:
+        per.setdefault(r["question_category"], []).append(1.0 / len(parse_choices(r["question"])))
+    cats = {k: 100.0 * sum(v) / len(v) for k, v in per.items()}
+    cats["avg"] = sum(cats.values()) / len(cats)
+    cats["overall"] = 100.0 * sum(sum(v) for v in per.values()) / sum(len(v) for v in per.values())
+    return cats
+
+
+def grpo_config(out_dir: Path, policy: Path, judge: Path, train: Path, *, stages: Sequence[Mapping[str, Any]],
+                epochs: int, seed: int) -> dict[str, Any]:
+    """A GRPO run of the project's training/grpo.py: the paper's objective and sampling,
+    sizes for a 2-core CPU."""
+    return {
+        "model": {"name_or_path": str(policy), "dtype": "float32"},
+        "data": {"train": str(train), "max_prompt_tokens": 4096},
+        "rewards": {
+            "schedule": [dict(s) for s in stages],
+            "rules": {"format": "project", "accuracy": "project"},
+            "consistency_model": _spec(judge, 10, temperature=0.1),
+            "consistency": {"max_workers": 1, "timeout_s": 120},
+        },
+        "lora": {"enabled": False},
+        "grpo": {
+            "output_dir": str(out_dir), "use_cpu": True, "bf16": False, "seed": seed,
+            "optim": "adamw_torch", "learning_rate": 5e-5, "lr_scheduler_type": "cosine",
+            "warmup_steps": 0.05, "weight_decay": 0.1, "adam_beta2": 0.95,
+            "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
+            "num_generations": 4, "num_train_epochs": epochs, "loss_type": "grpo", "beta": 0.001,
+            "epsilon": 0.2, "scale_rewards": "group", "temperature": 1.0, "top_k": 50, "top_p": 0.9,
+            "max_completion_length": REASONING_TOKENS, "eval_strategy": "no", "logging_steps": 1,
+            "save_strategy": "no", "report_to": "none", "activation_checkpointing": False,
+        },
+    }
+
+
+def staged_runs(epochs_per_stage: int, final_epochs: int) -> dict[str, tuple[str | None, list[dict[str, Any]], int]]:
+    """The paper's three stages (format:accuracy:consistency 7:3:0, 3:7:0, 1:7:2). Stages 1
+    and 2 give consistency no weight, so both arms share them (one run, "grpo_stages12");
+    stage 3 then runs twice from it: with the consistency reward (1:7:2) and without (1:7:0).
+    name -> (start from, schedule, epochs)."""
+    e = epochs_per_stage
+    shared = [{"epochs": [1, e], "format": 0.7, "accuracy": 0.3, "consistency": 0.0},
+              {"epochs": [e + 1, 2 * e], "format": 0.3, "accuracy": 0.7, "consistency": 0.0}]
+    last = [1, final_epochs]
+    return {
+        "grpo_stages12": (None, shared, 2 * e),
+        "grpo": ("grpo_stages12", [{"epochs": last, "format": 0.1, "accuracy": 0.7, "consistency": 0.2}],
+                 final_epochs),
+        "grpo_no_consistency": ("grpo_stages12", [{"epochs": last, "format": 0.1, "accuracy": 0.7,
+                                                   "consistency": 0.0}], final_epochs),
+    }
+
+
+class TimeBudget:
+    """A trainer callback that ends training after `minutes` (the run's time budget)."""
+
+    def __new__(cls, minutes: float):  # noqa: D102 - built lazily on transformers
+        from transformers import TrainerCallback
+
+        class _Budget(TrainerCallback):
+            def __init__(self) -> None:
+                self.start = time.monotonic()
+                self.hit = False
+
+            def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001, D102
+                if time.monotonic() - self.start > minutes * 60:
+                    control.should_training_stop = True
+                    self.hit = True
+                return control
+
+        return _Budget()
+
+
+def _copy_model(src: Path, dst: Path) -> None:
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.mkdir(parents=True)
+    for name in SHIP_FILES:
+        if (src / name).exists():
+            shutil.copy2(src / name, dst / name)
+
+
+def results_table(rows: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> str:
+    from embodied_r_training.categories import CATEGORIES, CATEGORY_TITLES
+
+    cats = [c for c in CATEGORIES if any(c in r.get("per_category", {}) for r in rows.values())]
+    head = "| row | overall | avg of kinds | " + " | ".join(CATEGORY_TITLES[c] for c in cats) + " | consistent |"
+    lines = [head, "|" + "---|" * (len(cats) + 4)]
+    for name in order:
+        r = rows[name]
+        per = r.get("per_category", {})
+        cells = [f"{per[c]:.1f}" if c in per else "-" for c in cats]
+        cons = r.get("consistency_rate")
+        lines.append(f"| {name} | {r['overall']:.1f} | {r['avg']:.1f} | " + " | ".join(cells)
+                     + f" | {'-' if cons is None else f'{cons:.1f}'} |")
+    return "\n".join(lines)
+
+
+def _row(metrics: Mapping[str, Any], predictions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    per: dict[str, list[float]] = {}
+    cons_num = cons_den = 0
+    for p in predictions:
+        per.setdefault(p["question_category"], []).append(float(p["score"]))
+        if p.get("correct"):
+            cons_den += 1
+            cons_num += bool(p.get("consistent"))
+    cats = {k: 100.0 * sum(v) / len(v) for k, v in per.items()}
+    n = sum(len(v) for v in per.values())
+    return {"overall": 100.0 * sum(sum(v) for v in per.values()) / max(n, 1),
+            "avg": sum(cats.values()) / max(len(cats), 1), "per_category": cats, "n": n,
+            "consistency_rate": 100.0 * cons_num / cons_den if cons_den else None,
+            "well_formed": 100.0 * sum(bool(p.get("well_formed")) for p in predictions) / max(n, 1)}
+
+
+def evaluate_row(name: str, model: Path, records: Sequence[Mapping[str, Any]], out: Path, judge: Path
+                 ) -> dict[str, Any]:
+    from embodied_r_training.data import read_jsonl
+    from embodied_r_training.evaluate import evaluate
+
+    metrics = evaluate(records, model_cfg=_spec(model, REASONING_TOKENS), out=out, name=name,
+                       consistency_cfg=_spec(judge, 10, temperature=0.1),
+                       consistency_options={"max_workers": 1, "timeout_s": 120})
+    return _row(metrics, read_jsonl(out / "predictions.jsonl"))
+
+
+def _without_history(path: Path) -> dict[str, Any]:
+    return {k: v for k, v in json.loads(path.read_text()).items() if k != "history"}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from embodied_r_ros.sample_data.world import WorldConfig, write_world
+    from embodied_r_training.data import read_jsonl
+    from embodied_r_training.mini_world import lm_sft, models, vlm_sft
+
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    clock = Stopwatch(out / "wall_times.json")
+    rng = random.Random(args.seed)
+    cfg = WorldConfig(seed=args.seed, n_train=args.train_rooms, n_val=args.val_rooms, n_test=args.test_rooms)
+    world = out / "world"
+    if not (world / "world.json").exists():
+        clock.run("world", lambda: write_world(world, cfg))
+    summary = json.loads((world / "world.json").read_text())
+    prepared = out / "prepared"
+    if not (prepared / "test.jsonl").exists():
+        clock.run("prepare", lambda: prepare_world(world, prepared))
+    truth: dict[str, Any] = {}
+    for split in ("train", "val", "test"):
+        truth.update(json.loads((world / "truth" / f"{split}.json").read_text()))
+
+    # Which training rooms feed the captions, the warm-up and GRPO.
+    train_rooms = list(summary["rooms"]["train"])
+    test_rooms = list(summary["rooms"]["test"])
+    rng.shuffle(train_rooms)
+    lm_rooms = train_rooms[: args.warmup_rooms + args.grpo_rooms]
+    warm_rooms = set(lm_rooms[: args.warmup_rooms])
+    grpo_rooms = set(lm_rooms[args.warmup_rooms :])
+
+    mdir = out / "models"
+    vlm_dir, lm_init = mdir / "vlm", mdir / "lm_init"
+    if not (lm_init / "model.safetensors").exists():
+        def build() -> None:
+            train_q = read_jsonl(prepared / "train.jsonl")
+            texts = [q["question"] for q in train_q]
+            texts += [lm_sft.worked_completion(q["question_category"], truth[q["Question_id"]]["answer_text"],
+                                               q["answer"]) for q in train_q]
+            tok = models.build_world_tokenizer(texts)
+            models.new_vlm(vlm_dir, tok, seed=args.seed)
+            models.new_lm(lm_init, tok, seed=args.seed)
+        clock.run("build models", build)
+    report: dict[str, Any] = {"world": summary["counts"], "settings": vars(args)}
+    if not (mdir / "vlm.done.json").exists():
+        res = clock.run("perception captions", lambda: vlm_sft.train_vlm(
+            vlm_dir, world, train_rooms[: args.caption_rooms], seed=args.seed,
+            plain_minutes=args.vlm_minutes, prompt_minutes=args.vlm_prompt_minutes))
+        (mdir / "vlm.done.json").write_text(json.dumps(res) + "\n")
+    report["vlm_training"] = _without_history(mdir / "vlm.done.json")
+    if not (out / "vlm_measure.json").exists():
+        m = clock.run("perception measure", lambda: vlm_sft.measure(vlm_dir, world, test_rooms[:10], per_room=2))
+        (out / "vlm_measure.json").write_text(json.dumps(m, indent=1) + "\n")
+    report["vlm_heldout"] = json.loads((out / "vlm_measure.json").read_text())
+
+    # Perception cache with the trained model (streaming: the robot's default mode).
+    from embodied_r_ros.core.backends.factory import make_perceiver
+    from embodied_r_ros.core.backends.model_spec import ModelSpec
+    from embodied_r_ros.core.keyframes.rules import KeyFrameParams
+    from embodied_r_training.perception_cache import cache_split, load_keyframes
+
+    cache = out / "cache"
+    spec = ModelSpec.from_dict(_spec(vlm_dir, PERCEPTION_TOKENS))
+    lm_train = [r for r in read_jsonl(prepared / "train.jsonl") if r["scene_name"] in warm_rooms | grpo_rooms]
+    eval_rooms = set(test_rooms[: args.eval_rooms])
+    test = [r for r in read_jsonl(prepared / "test.jsonl") if r["scene_name"] in eval_rooms]
+    for split, recs in (("train", lm_train), ("test", test)):
+        if not (cache / f"{split}.streaming.jsonl").exists():
+            clock.run(f"perception cache {split}", lambda recs=recs, split=split: cache_split(
+                recs, perceiver=lambda: make_perceiver(spec), out=cache, split=split, mode="streaming",
+                keyframe_params=KeyFrameParams(**KEYFRAMES), batch_size=8, workers=1))
+    train_cache = read_jsonl(cache / "train.streaming.jsonl")
+    test_cache = read_jsonl(cache / "test.streaming.jsonl")
+    labels_path = out / "cache_labels" / "test.streaming.jsonl"
+    if not labels_path.exists():
+        _write_jsonl(labels_path, label_records(test_cache, world, load_keyframes(cache)))
+    test_labels = read_jsonl(labels_path)
+
+    # Reasoning: warm-up, then GRPO with and without the consistency reward.
+    warm_dir = mdir / "lm_warmup"
+    warm = [r for r in train_cache if r["scene_name"] in warm_rooms]
+    grpo_records = [r for r in train_cache if r["scene_name"] in grpo_rooms]
+    if not (mdir / "lm_warmup.done.json").exists():
+        if warm_dir.exists():
+            shutil.rmtree(warm_dir)
+        shutil.copytree(lm_init, warm_dir)
+        res = clock.run("reasoning warm-up", lambda: lm_sft.train_lm(
+            warm_dir, lm_sft.sft_pairs(warm, truth), epochs=args.lm_epochs, seed=args.seed,
+            max_minutes=args.lm_minutes))
+        (mdir / "lm_warmup.done.json").write_text(json.dumps(res) + "\n")
+    report["lm_warmup"] = _without_history(mdir / "lm_warmup.done.json")
+    grpo_train = out / "grpo_train.jsonl"
+    _write_jsonl(grpo_train, grpo_records)
+    report["grpo_questions"] = len(grpo_records)
+    from embodied_r_training.grpo import train as grpo_train_run
+
+    for name, (start_from, stages, epochs) in staged_runs(args.grpo_stage_epochs, args.grpo_final_epochs).items():
+        final = out / name / "final"
+        if not (final / "model.safetensors").exists():
+            policy = warm_dir if start_from is None else out / start_from / "final"
+            gcfg = grpo_config(out / name, policy, warm_dir, grpo_train, stages=stages, epochs=epochs,
+                               seed=args.seed)
+            budget = TimeBudget(args.grpo_minutes)
+            res = clock.run(name, lambda gcfg=gcfg, budget=budget: grpo_train_run(gcfg, extra_callbacks=[budget]))
+            res["stopped_by_time_budget"] = budget.hit
+            (out / name / "done.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+        done = json.loads((out / name / "done.json").read_text())
+        report[name] = {k: done.get(k) for k in ("global_step", "epoch", "train_loss", "weight_changes",
+                                                 "stopped_by_time_budget")}
+
+    # The table on held-out rooms.
+    rows: dict[str, Any] = {}
+    rows["(a) chance"] = {**{"per_category": {k: v for k, v in chance(test_cache).items()
+                                              if k not in ("avg", "overall")}},
+                          "overall": chance(test_cache)["overall"], "avg": chance(test_cache)["avg"]}
+    evals = {
+        "(b) warm-up": (warm_dir, test_cache),
+        "(c) GRPO": (out / "grpo" / "final", test_cache),
+        "(d) GRPO, no consistency reward": (out / "grpo_no_consistency" / "final", test_cache),
+        "(e) GRPO, label descriptions (upper bound)": (out / "grpo" / "final", test_labels),
+        "(f) GRPO, no descriptions (question only)": (out / "grpo" / "final", question_only(test_cache)),
+    }
+    for i, (name, (model, recs)) in enumerate(evals.items()):
+        rows[name] = clock.run(f"evaluate {name}", lambda model=model, recs=recs, i=i, name=name: evaluate_row(
+            name, model, recs, out / "eval" / f"row{i}", warm_dir))
+    report["rows"] = rows
+    report["table"] = results_table(rows, list(rows))
+    report["wall_times_s"] = clock.times
+    report["wall_total_s"] = round(sum(clock.times.values()), 1)
+    (out / "results.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    (out / "results.md").write_text(report["table"] + "\n")
+    print(report["table"])
+    if args.ship:
+        _copy_model(vlm_dir, SHIP_DIR / "mini_world_vlm")
+        _copy_model(out / "grpo" / "final", SHIP_DIR / "mini_world_lm")
+        (SHIP_DIR / "mini_world_results.json").write_text(json.dumps(
+            {k: report[k] for k in ("world", "vlm_heldout", "rows", "wall_times_s", "wall_total_s", "settings")},
+            indent=1, default=str) + "\n")
+        print(f"shipped to {SHIP_DIR}")
+    return report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="embodied-r-train mini-world", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--train-rooms", type=int, default=200)
+    p.add_argument("--val-rooms", type=int, default=10)
+    p.add_argument("--test-rooms", type=int, default=40)
+    p.add_argument("--caption-rooms", type=int, default=150, help="training rooms whose frames teach captions")
+    p.add_argument("--warmup-rooms", type=int, default=30, help="training rooms of the worked examples")
+    p.add_argument("--grpo-rooms", type=int, default=8, help="training rooms GRPO trains on")
+    p.add_argument("--vlm-minutes", type=float, default=9.0,
+                   help="time budget of the caption training on images alone")
+    p.add_argument("--vlm-prompt-minutes", type=float, default=4.0,
+                   help="time budget of the caption training with the robot's prompts")
+    p.add_argument("--lm-epochs", type=int, default=3)
+    p.add_argument("--lm-minutes", type=float, default=5.0)
+    p.add_argument("--grpo-stage-epochs", type=int, default=1, help="epochs of each of stages 1 and 2")
+    p.add_argument("--grpo-final-epochs", type=int, default=2, help="epochs of stage 3 (each arm)")
+    p.add_argument("--grpo-minutes", type=float, default=4.0, help="time budget of each GRPO run")
+    p.add_argument("--eval-rooms", type=int, default=25, help="test rooms of the results table")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (1: on a shared 2-core machine more threads were 7x slower)")
+    p.add_argument("--ship", action="store_true", help="copy the trained models into the package")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))
+    run(build_parser().parse_args(argv))
+    return 0
