@@ -39,6 +39,9 @@ from embodied_r_ros.srv import KeyFrameState
 
 
 class KeyFrameNode(ManagedNode):
+    # Seconds a (re)starting node waits for the descriptions topic's history once its
+    # publisher is matched (Fast DDS resends it with the writer's heartbeat).
+    HISTORY_WAIT_S = 4.0
     PARAMETER_GROUPS = ("camera", "keyframes", "episode", "qa.include_current_view", "topics",
                         "services.reset", "split.keyframe_state_service",
                         "split.peer_timeout_s", "perception.max_image_side")
@@ -90,24 +93,35 @@ class KeyFrameNode(ManagedNode):
         def record(msg: FrameDescriptionMsg) -> None:
             seen.append((msg.episode_id, int(msg.keyframe_index)))
 
+        # A callback group of its own: the executor may take the history itself, and must
+        # then be free to run `record` while this (activate) callback is still running.
         subscription = self.create_subscription(
-            FrameDescriptionMsg, self.settings.topics.descriptions, record, DESCRIPTION_QOS)
+            FrameDescriptionMsg, self.settings.topics.descriptions, record, DESCRIPTION_QOS,
+            callback_group=ReentrantCallbackGroup())
         try:
+            # Wait up to split.peer_timeout_s for a publisher; once one is matched, up to
+            # HISTORY_WAIT_S for its history (a reliable writer resends it on its next
+            # heartbeat, seconds later), ending once the topic has been quiet a moment.
             deadline = time.monotonic() + self.settings.split.peer_timeout_s
             quiet_until: float | None = None
-            while time.monotonic() < deadline:
+            count = 0
+            while True:
+                now = time.monotonic()
+                if (quiet_until is None and now >= deadline) or (
+                        quiet_until is not None and now >= quiet_until):
+                    break
                 with subscription.handle:
                     taken = subscription.handle.take_message(subscription.msg_type,
                                                              subscription.raw)
                 if taken is not None:
                     record(taken[0])
-                    quiet_until = time.monotonic() + 0.3
-                    continue
-                if subscription.get_publisher_count() > 0 and quiet_until is None:
-                    quiet_until = time.monotonic() + 0.5  # history arrives right after matching
-                if quiet_until is not None and time.monotonic() >= quiet_until:
-                    break
-                time.sleep(0.02)
+                if len(seen) != count:  # taken here or by the executor (`record`)
+                    count = len(seen)
+                    quiet_until = now + 0.3
+                elif quiet_until is None and subscription.get_publisher_count() > 0:
+                    quiet_until = now + self.HISTORY_WAIT_S
+                if taken is None:
+                    time.sleep(0.02)
         finally:
             self.destroy_subscription(subscription)
         if not seen:

@@ -21,7 +21,6 @@ import sys
 import tempfile
 import threading
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from embodied_r_ros import graph
 from embodied_r_ros.core import parameters as cfg
 
 from helpers.env import REPO_ROOT, fresh_ros_domain
+from helpers.launch_stand_in import recording_launch_modules
 
 REPO = REPO_ROOT
 ENV_SH = REPO / "scripts" / "env.sh"
@@ -107,35 +107,6 @@ def test_explicit_model_argument_wins_over_model_setup_in_embodied_r_launch(
         run.stop()
 
 
-def _recording_launch_modules() -> dict[str, types.ModuleType]:
-    """Stand-ins for launch / launch_ros (not installable here) that record what the
-    launch file builds; the same kind as test_graph_definition.py uses."""
-    launch = types.ModuleType("launch")
-    actions = types.ModuleType("launch.actions")
-    subs = types.ModuleType("launch.substitutions")
-    launch_ros = types.ModuleType("launch_ros")
-    ros_actions = types.ModuleType("launch_ros.actions")
-
-    class Record:
-        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-            self.args, self.kwargs = args, kwargs
-
-    class LaunchConfiguration:
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-        def perform(self, context: dict) -> str:  # type: ignore[type-arg]
-            return context[self.name]
-
-    launch.LaunchDescription = Record  # type: ignore[attr-defined]
-    actions.DeclareLaunchArgument = Record  # type: ignore[attr-defined]
-    actions.OpaqueFunction = Record  # type: ignore[attr-defined]
-    subs.LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
-    ros_actions.LifecycleNode = Record  # type: ignore[attr-defined]
-    return {"launch": launch, "launch.actions": actions, "launch.substitutions": subs,
-            "launch_ros": launch_ros, "launch_ros.actions": ros_actions}
-
-
 def _launch_ros_arguments(node_kwargs: dict, tmp: Path) -> list[str]:  # type: ignore[type-arg]
     """The `--ros-args` launch_ros gives a LifecycleNode: each parameter file in order, and
     each dict written to a file of its own with flat (dotted) names under `/**`."""
@@ -175,7 +146,7 @@ def _effective(ros_args: list[str]) -> dict:  # type: ignore[type-arg]
 def test_launch_file_and_runner_give_the_same_effective_parameters(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import importlib.util
 
-    for name, module in _recording_launch_modules().items():
+    for name, module in recording_launch_modules().items():
         monkeypatch.setitem(sys.modules, name, module)
     spec = importlib.util.spec_from_file_location("embodied_r_launch",
                                                   REPO / "launch" / "embodied_r.launch.py")

@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from embodied_r_ros import graph
 from embodied_r_ros.core import parameters as cfg
 
 from helpers.env import REPO_ROOT
+from helpers.launch_stand_in import recording_launch_modules
 
 REPO = REPO_ROOT
 PARAMS = REPO / "config" / "embodied_r.yaml"
@@ -144,37 +144,9 @@ def test_graph_launch_builds_the_documented_command_lines(tmp_path: Path) -> Non
         graph.parse_launch_arguments(["grap:=split"])
 
 
-def _recording_launch_modules() -> dict[str, types.ModuleType]:
-    """Minimal stand-ins for launch / launch_ros that record what the launch file builds."""
-    launch = types.ModuleType("launch")
-    actions = types.ModuleType("launch.actions")
-    subs = types.ModuleType("launch.substitutions")
-    launch_ros = types.ModuleType("launch_ros")
-    ros_actions = types.ModuleType("launch_ros.actions")
-
-    class Record:
-        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-            self.args, self.kwargs = args, kwargs
-
-    class LaunchConfiguration:
-        def __init__(self, name: str) -> None:
-            self.name = name
-
-        def perform(self, context: dict) -> str:  # type: ignore[type-arg]
-            return context[self.name]
-
-    launch.LaunchDescription = Record  # type: ignore[attr-defined]
-    actions.DeclareLaunchArgument = Record  # type: ignore[attr-defined]
-    actions.OpaqueFunction = Record  # type: ignore[attr-defined]
-    subs.LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
-    ros_actions.LifecycleNode = Record  # type: ignore[attr-defined]
-    return {"launch": launch, "launch.actions": actions, "launch.substitutions": subs,
-            "launch_ros": launch_ros, "launch_ros.actions": ros_actions}
-
-
 @pytest.mark.parametrize("graph_name", sorted(graph.GRAPHS))
 def test_launch_file_starts_what_the_runner_starts(monkeypatch, graph_name: str) -> None:  # type: ignore[no-untyped-def]
-    for name, module in _recording_launch_modules().items():
+    for name, module in recording_launch_modules().items():
         monkeypatch.setitem(sys.modules, name, module)
     spec = importlib.util.spec_from_file_location("embodied_r_launch",
                                                   REPO / "launch" / "embodied_r.launch.py")

@@ -1,0 +1,34 @@
+"""Stand-ins for launch / launch_ros, which are not installable here: they record what the
+launch file builds, so tests can execute it (the only mock of the launch tests)."""
+
+from __future__ import annotations
+
+import types
+
+
+def recording_launch_modules() -> dict[str, types.ModuleType]:
+    """Minimal stand-ins for launch / launch_ros that record what the launch file builds."""
+    launch = types.ModuleType("launch")
+    actions = types.ModuleType("launch.actions")
+    subs = types.ModuleType("launch.substitutions")
+    launch_ros = types.ModuleType("launch_ros")
+    ros_actions = types.ModuleType("launch_ros.actions")
+
+    class Record:
+        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            self.args, self.kwargs = args, kwargs
+
+    class LaunchConfiguration:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def perform(self, context: dict) -> str:  # type: ignore[type-arg]
+            return context[self.name]
+
+    launch.LaunchDescription = Record  # type: ignore[attr-defined]
+    actions.DeclareLaunchArgument = Record  # type: ignore[attr-defined]
+    actions.OpaqueFunction = Record  # type: ignore[attr-defined]
+    subs.LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
+    ros_actions.LifecycleNode = Record  # type: ignore[attr-defined]
+    return {"launch": launch, "launch.actions": actions, "launch.substitutions": subs,
+            "launch_ros": launch_ros, "launch_ros.actions": ros_actions}
