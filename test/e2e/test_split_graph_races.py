@@ -21,8 +21,9 @@ from helpers.graph_helpers import PARAMS, bag_frames, long_generation, tiny_over
 def overrides(tiny_models, *, slow_perception: bool = False, slow_reasoning: bool = False,
               **extra) -> dict:  # type: ignore[no-untyped-def]
     out = tiny_overrides(tiny_models)
-    if slow_perception:  # every key frame takes seconds to describe
-        out.update(long_generation("perception", 1500))
+    if slow_perception:  # every key frame takes seconds to describe, one at a time
+        out.update(long_generation("perception", 3000))
+        out["perception.batch_size"] = 1  # a batch of 4 costs about one frame's time
     if slow_reasoning:  # a generation that runs until stopped
         out.update(long_generation("reasoning", 4000))
     out.update(extra)
