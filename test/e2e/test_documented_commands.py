@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from helpers.env import REPO_ROOT, fresh_ros_domain
+from helpers.running import Running
 
 REPO = REPO_ROOT
 DOCUMENTS = ["README.md", "training/README.md",
@@ -106,38 +104,6 @@ def _scratch(tmp_path: Path) -> Path:
     return root
 
 
-class Server:
-    """A block ending in `embodied-r launch ...`, running in the background."""
-
-    def __init__(self, script: str, cwd: Path, env: dict[str, str]) -> None:
-        self.lines: list[str] = []
-        self.proc = subprocess.Popen(["bash", "-c", script], cwd=cwd, env=env, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def wait_up(self, timeout_s: float = 240) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not any("graph is up" in line for line in list(self.lines)):
-            assert self.proc.poll() is None, "\n".join(self.lines[-40:])
-            assert time.monotonic() < deadline, "\n".join(self.lines[-40:])
-            time.sleep(0.2)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        return self.proc.returncode
-
-
 def test_every_document_has_its_blocks_run_or_excused() -> None:
     """Lists what is not run, with the reason (pytest -rA shows it)."""
     excused = []
@@ -159,7 +125,7 @@ def test_documented_commands_run_as_written(document: str, tmp_path: Path) -> No
     fresh_ros_domain()
     cwd = _scratch(tmp_path)
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    server: Server | None = None
+    server: Running | None = None
     try:
         for block in runnable:
             commands = _commands(block)
@@ -167,8 +133,8 @@ def test_documented_commands_run_as_written(document: str, tmp_path: Path) -> No
                 if server is not None:
                     assert server.stop() == 0, "\n".join(server.lines[-40:])
                 before = "\n".join(commands[:-1])
-                server = Server(f"set -e\n{before}\nexec {commands[-1]}\n", cwd, env)
-                server.wait_up()
+                server = Running(["bash", "-c", f"set -e\n{before}\nexec {commands[-1]}\n"], cwd, env)
+                server.wait_for("graph is up", 240)
                 continue
             done = subprocess.run(["bash", "-c", "set -e -o pipefail\n" + block], cwd=cwd,
                                   env=env, capture_output=True, text=True, timeout=300)
