@@ -44,6 +44,22 @@ def worked_completion(category: str, answer_text: str, letter: str) -> str:
     return f"<think>{worked_think(category, answer_text)}</think><answer>{letter}</answer>"
 
 
+def worked_reasoning(record: Mapping[str, Any], truth: Mapping[str, Any]) -> tuple[str, bool]:
+    """(think text, read) for a cached record: the rule-based reading of its descriptions
+    (`worked.read`) when that reading reaches the graded answer, else the one sentence
+    naming the answer (read=False)."""
+    from embodied_r_ros.core.prompts.reasoning import parse_choices
+    from embodied_r_training.mini_world import worked
+
+    got = worked.read(record["question"], worked.parse_frames(record.get("frames") or []))
+    if got is not None:
+        choices = [text for _, text in parse_choices(record["question"])]
+        k = worked.match_option(got[1], choices)
+        if k is not None and choices[k] == truth["answer_text"]:
+            return got[0], True
+    return worked_think(record["question_category"], truth["answer_text"]), False
+
+
 def sft_pairs(records: Sequence[Mapping[str, Any]], truth: Mapping[str, Mapping[str, Any]],
               ) -> list[tuple[list[dict[str, str]], str]]:
     """(messages, completion) pairs: worked answers and consistency-judge replies."""
@@ -51,9 +67,8 @@ def sft_pairs(records: Sequence[Mapping[str, Any]], truth: Mapping[str, Mapping[
 
     pairs = []
     for r in records:
-        t = truth[r["Question_id"]]
-        pairs.append((list(r["prompt"]), worked_completion(r["question_category"], t["answer_text"], r["answer"])))
-        think = worked_think(r["question_category"], t["answer_text"])
+        think, _ = worked_reasoning(r, truth[r["Question_id"]])
+        pairs.append((list(r["prompt"]), f"<think>{think}</think><answer>{r['answer']}</answer>"))
         pairs.append((build_consistency_messages(r["question"], think), r["answer"]))
     return pairs
 

@@ -260,7 +260,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from embodied_r_ros.sample_data.world import WorldConfig, write_world
     from embodied_r_training.data import read_jsonl
-    from embodied_r_training.mini_world import lm_sft, models, vlm_sft
+    from embodied_r_training.mini_world import lm_sft, models, vlm_sft, worked
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -283,9 +283,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     train_rooms = list(summary["rooms"]["train"])
     test_rooms = list(summary["rooms"]["test"])
     rng.shuffle(train_rooms)
+    # The reasoning model reads descriptions of rooms the perception model never saw in
+    # training (as the paper's frozen VLM never saw its questions' videos).
     lm_rooms = train_rooms[: args.warmup_rooms + args.grpo_rooms]
     warm_rooms = set(lm_rooms[: args.warmup_rooms])
     grpo_rooms = set(lm_rooms[args.warmup_rooms :])
+    caption_rooms = train_rooms[len(lm_rooms) : len(lm_rooms) + args.caption_rooms]
 
     mdir = out / "models"
     vlm_dir, lm_init = mdir / "vlm", mdir / "lm_init"
@@ -295,6 +298,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             texts = [q["question"] for q in train_q]
             texts += [lm_sft.worked_completion(q["question_category"], truth[q["Question_id"]]["answer_text"],
                                                q["answer"]) for q in train_q]
+            texts += worked.vocabulary()
             tok = models.build_world_tokenizer(texts)
             models.new_vlm(vlm_dir, tok, seed=args.seed)
             models.new_lm(lm_init, tok, seed=args.seed)
@@ -302,7 +306,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"world": summary["counts"], "settings": vars(args)}
     if not (mdir / "vlm.done.json").exists():
         res = clock.run("perception captions", lambda: vlm_sft.train_vlm(
-            vlm_dir, world, train_rooms[: args.caption_rooms], seed=args.seed,
+            vlm_dir, world, caption_rooms, seed=args.seed,
             plain_minutes=args.vlm_minutes, prompt_minutes=args.vlm_prompt_minutes))
         (mdir / "vlm.done.json").write_text(json.dumps(res) + "\n")
     report["vlm_training"] = _without_history(mdir / "vlm.done.json")
@@ -310,6 +314,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         m = clock.run("perception measure", lambda: vlm_sft.measure(vlm_dir, world, test_rooms[:10], per_room=2))
         (out / "vlm_measure.json").write_text(json.dumps(m, indent=1) + "\n")
     report["vlm_heldout"] = json.loads((out / "vlm_measure.json").read_text())
+    val_rooms = list(summary["rooms"]["val"])
+    if not (out / "vlm_measure_val.json").exists():
+        m = clock.run("perception measure val", lambda: vlm_sft.measure(vlm_dir, world, val_rooms, per_room=2))
+        (out / "vlm_measure_val.json").write_text(json.dumps(m, indent=1) + "\n")
+    report["vlm_val"] = json.loads((out / "vlm_measure_val.json").read_text())
 
     # Perception cache with the trained model (streaming: the robot's default mode).
     from embodied_r_ros.core.backends.factory import make_perceiver
@@ -322,7 +331,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     lm_train = [r for r in read_jsonl(prepared / "train.jsonl") if r["scene_name"] in warm_rooms | grpo_rooms]
     eval_rooms = set(test_rooms[: args.eval_rooms])
     test = [r for r in read_jsonl(prepared / "test.jsonl") if r["scene_name"] in eval_rooms]
-    for split, recs in (("train", lm_train), ("test", test)):
+    val = read_jsonl(prepared / "val.jsonl")
+    for split, recs in (("train", lm_train), ("val", val), ("test", test)):
         if not (cache / f"{split}.streaming.jsonl").exists():
             clock.run(f"perception cache {split}", lambda recs=recs, split=split: cache_split(
                 recs, perceiver=lambda: make_perceiver(spec), out=cache, split=split, mode="streaming",
@@ -405,12 +415,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--train-rooms", type=int, default=200)
     p.add_argument("--val-rooms", type=int, default=10)
     p.add_argument("--test-rooms", type=int, default=40)
-    p.add_argument("--caption-rooms", type=int, default=150, help="training rooms whose frames teach captions")
-    p.add_argument("--warmup-rooms", type=int, default=30, help="training rooms of the worked examples")
-    p.add_argument("--grpo-rooms", type=int, default=8, help="training rooms GRPO trains on")
-    p.add_argument("--vlm-minutes", type=float, default=9.0,
+    p.add_argument("--caption-rooms", type=int, default=130,
+                   help="training rooms whose frames teach captions (none of the reasoning model's rooms)")
+    p.add_argument("--warmup-rooms", type=int, default=45, help="training rooms of the worked examples")
+    p.add_argument("--grpo-rooms", type=int, default=25, help="training rooms GRPO trains on")
+    p.add_argument("--vlm-minutes", type=float, default=14.0,
                    help="time budget of the caption training on images alone")
-    p.add_argument("--vlm-prompt-minutes", type=float, default=4.0,
+    p.add_argument("--vlm-prompt-minutes", type=float, default=6.0,
                    help="time budget of the caption training with the robot's prompts")
     p.add_argument("--lm-epochs", type=int, default=3)
     p.add_argument("--lm-minutes", type=float, default=5.0)

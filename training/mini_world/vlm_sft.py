@@ -59,23 +59,30 @@ def read_frames(video: Path) -> list[np.ndarray]:
     return frames
 
 
-def room_examples(world: Path, room: str, rng: random.Random, *, n_first: int, n_pair: int) -> list[CaptionExample]:
-    """Caption examples of one room (frames sampled at 1 Hz)."""
+def room_examples(world: Path, room: str, rng: random.Random, *, n_first: int | None, n_pair: int | None
+                  ) -> list[CaptionExample]:
+    """Caption examples of one room. With counts, `n_first` single frames and `n_pair`
+    pairs drawn from the frames sampled at 1 Hz (as the key-frame rules sample); with
+    None, every frame of the clip (2 fps) once as a single frame and once as the second
+    frame of a pair whose first frame is one to four seconds earlier."""
     from embodied_r_ros.core.prompts.perception import first_frame_prompt, pair_prompt
 
     labels = json.loads((world / "labels" / f"{room}.json").read_text())
     frames = read_frames(world / "videos" / f"{room}.mp4")
-    step = max(int(labels["fps"]), 1)
+    fps = max(int(labels["fps"]), 1)
     n = min(len(frames), len(labels["frames"]))
-    sampled = list(range(0, n, step))
-    objs = {i: [SeenObject.from_json(o) for o in labels["frames"][i]["objects"]] for i in sampled}
-    out = []
-    for i in rng.sample(sampled, min(n_first, len(sampled))):
-        out.append(CaptionExample([frames[i]], first_frame_prompt(None), first_caption(objs[i])))
-    for _ in range(n_pair):
-        a = rng.randrange(len(sampled) - 1)
-        b = min(a + rng.randint(1, 4), len(sampled) - 1)
-        i, j = sampled[a], sampled[b]
+    pool = list(range(0, n, fps)) if n_first is not None else list(range(n))
+    objs = {i: [SeenObject.from_json(o) for o in labels["frames"][i]["objects"]] for i in pool}
+    firsts = rng.sample(pool, min(n_first, len(pool))) if n_first is not None else pool
+    if n_pair is not None:
+        pairs = []
+        for _ in range(n_pair):
+            a = rng.randrange(len(pool) - 1)
+            pairs.append((pool[a], pool[min(a + rng.randint(1, 4), len(pool) - 1)]))
+    else:
+        pairs = [(max(j - rng.randint(1, 4) * fps, 0), j) for j in pool[1:]]
+    out = [CaptionExample([frames[i]], first_frame_prompt(None), first_caption(objs[i])) for i in firsts]
+    for i, j in pairs:
         action = motion_action(labels["frames"][i]["pose"], labels["frames"][j]["pose"])
         out.append(CaptionExample([frames[i], frames[j]], pair_prompt(None),
                                   pair_caption(action, objs[i], objs[j])))
@@ -145,7 +152,7 @@ def _train_stage(model: Any, processor: Any, examples: list[CaptionExample], *, 
 
 def train_vlm(
     model_dir: Path, world: Path, rooms: Sequence[str], *, lr: float = 2e-3, seed: int = 0,
-    n_first: int = 4, n_pair: int = 4, progress: bool = True, plain_minutes: float = 9.0,
+    n_first: int | None = None, n_pair: int | None = None, progress: bool = True, plain_minutes: float = 9.0,
     prompt_minutes: float = 4.0, max_epochs: int = 20,
 ) -> dict[str, Any]:
     """Train the model in `model_dir` in place on caption examples of `rooms`, in two

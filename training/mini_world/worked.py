@@ -1,0 +1,209 @@
+"""Worked reasoning for the mini world's warm-up: a rule-based reading of the descriptions.
+
+The reasoning model is warmed up on worked examples before GRPO. A worked example only
+teaches reasoning if its `<think>` text is made of facts the model can find in its own
+prompt, so the reasoning here is written from the frame descriptions the model reads (the
+perception model's, in training), never from the renderer's labels:
+
+* appearance order: the frame where each listed object is first named;
+* action generation: the frame where the object is first named and the next frame whose
+  action is a turn;
+* progress evaluation: the actions between the key frames, repeats merged;
+* where an object is now or was at a moment (relative direction, landmark position,
+  route planning): where it was last named, and the turns since; each turn of a key frame
+  counts `TURN_DEG` degrees (the mean heading change of a turning key frame on training
+  rooms), a position word counts the middle of its fifth of the 70-degree view.
+
+The reading ends in an answer text; `worked_example` keeps it only when that text is the
+graded answer of the question (the rule-based reading fails where perception missed an
+object, and on kinds it cannot read: relative distance and "standing by A facing B"
+questions get a one-sentence reasoning naming the answer, as before).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from embodied_r_ros.core.prompts.reasoning import parse_choices
+from embodied_r_ros.sample_data.captions import POSITION_WORDS
+
+# Mean heading change (degrees) of a key frame whose action is a turn, on training rooms
+# with the robot's key-frame rules (camera scripts turn 45, 90 or 135 degrees at a time).
+TURN_DEG = 55.0
+HFOV_DEG = 70.0
+_POSITION_BEARING = {w: (0.5 - (i + 0.5) / len(POSITION_WORDS)) * HFOV_DEG for i, w in enumerate(POSITION_WORDS)}
+_NAME = r"[a-z]+ (?:box|ball|pillar|cabinet|door)"
+_ITEM = re.compile(rf"({_NAME}) ({'|'.join(sorted(POSITION_WORDS, key=len, reverse=True))})\b")
+_NO_TURN = "I did not turn again"
+
+
+@dataclass
+class Frame:
+    index: int
+    action: str | None
+    seen: dict[str, str] = field(default_factory=dict)  # object -> position word
+
+
+def parse_frames(frames: Sequence[Mapping[str, Any]]) -> list[Frame]:
+    """The cached record's frames (index, action, observation) -> objects named per frame."""
+    out = []
+    for f in frames:
+        seen: dict[str, str] = {}
+        for m in _ITEM.finditer(str(f.get("observation") or "")):
+            seen[m.group(1)] = m.group(2)
+        out.append(Frame(int(f["index"]), f.get("action"), seen))
+    return out
+
+
+def _first(frames: Sequence[Frame], name: str) -> int | None:
+    return next((k for k, f in enumerate(frames) if name in f.seen), None)
+
+
+def _turn_sign(action: str | None) -> int:
+    return {"rotate left": 1, "rotate right": -1}.get(action or "", 0)
+
+
+def _bearing_at(frames: Sequence[Frame], name: str, upto: int) -> tuple[str, float] | None:
+    """(reasoning, bearing in degrees, left positive) of `name` at frame `upto`, from where
+    it was last named at or before `upto` and the turns since."""
+    last = next((k for k in range(upto, -1, -1) if name in frames[k].seen), None)
+    if last is None:
+        return None
+    word = frames[last].seen[name]
+    turns = [frames[k].action for k in range(last + 1, upto + 1) if _turn_sign(frames[k].action)]
+    bearing = _POSITION_BEARING[word] - TURN_DEG * sum(_turn_sign(a) for a in turns)
+    bearing = (bearing + 180.0) % 360.0 - 180.0
+    text = f"The {name} was {word} in frame {last}."
+    if turns:
+        text += " Since then I turned: " + ", ".join(str(a) for a in turns) + "."
+    else:
+        text += " I have not turned since."
+    return text, bearing
+
+
+def _side(bearing: float) -> str:
+    if abs(bearing) >= 135.0:
+        return "back"
+    return "left" if bearing > 0 else "right"
+
+
+def _sector(bearing: float) -> str:
+    a = abs(bearing)
+    if a < 27.5:
+        return "ahead"
+    if a > 132.5:
+        return "behind"
+    return "left" if bearing > 0 else "right"
+
+
+_Q_NOW = re.compile(rf"is the ({_NAME}) to my left")
+_Q_THEN = re.compile(rf"first saw the ({_NAME}), was the ({_NAME}) to my")
+_Q_LANDMARK = re.compile(rf"where is the ({_NAME}) relative to me")
+_Q_ROUTE = re.compile(rf"how do I get to the ({_NAME})")
+_Q_TURN = re.compile(rf"After I first saw the ({_NAME}), what was the next turn")
+_Q_ORDER = re.compile(r"first appear in the video: (.+)\?")
+
+
+def read(question: str, frames: Sequence[Frame]) -> tuple[str, str] | None:
+    """(reasoning, answer text) of a rule-based reading of `frames`, or None when the
+    question is of a kind the reading does not handle or the frames lack what it needs."""
+    q = question.split("\nChoices:", 1)[0]
+    choices = [text for _, text in parse_choices(question)]
+    if not frames:
+        return None
+    end = len(frames) - 1
+    if m := _Q_ORDER.search(q):
+        names = [n.strip() for n in m.group(1).split(",")]
+        firsts = {n: _first(frames, n) for n in names}
+        if any(v is None for v in firsts.values()):
+            return None
+        order = sorted(names, key=lambda n: (firsts[n], names.index(n)))
+        text = "First named: " + "; ".join(f"{n} in frame {firsts[n]}" for n in names) + "."
+        return text + " So the order is " + ", ".join(order) + ".", ", ".join(order)
+    if m := _Q_TURN.search(q):
+        k = _first(frames, m.group(1))
+        if k is None:
+            return None
+        nxt = next((j for j in range(k + 1, len(frames)) if _turn_sign(frames[j].action)), None)
+        text = f"The {m.group(1)} is first named in frame {k}."
+        if nxt is None:
+            return text + " No turn comes after it.", _NO_TURN
+        return text + f" The next turn is in frame {nxt}: {frames[nxt].action}.", str(frames[nxt].action)
+    if q.startswith("Question: Which list gives, in order, the first"):
+        actions = [str(f.action) for f in frames[1:] if f.action]
+        turns = [a for a in actions if a.startswith("rotate")]
+        if not actions or not turns:
+            return None
+        fits = []
+        for text in choices:
+            listed = [a.strip() for a in text.split(",")]
+            their = [a for a in listed if a.startswith("rotate")]
+            if "move backward" in listed and "move backward" not in actions:
+                continue
+            if their and their[0] == turns[0]:
+                fits.append((listed[0].startswith("rotate") == actions[0].startswith("rotate"), text))
+        best = [text for same_start, text in fits if same_start] if len(fits) > 1 else [t for _, t in fits]
+        if len(best) != 1:
+            return None
+        return ("The actions between the frames are: " + ", ".join(actions) + f". The first turn is {turns[0]}, "
+                f"and frame 1 shows {actions[0]}."), best[0]
+    if m := _Q_THEN.search(q):
+        at = _first(frames, m.group(1))
+        got = None if at is None else _bearing_at(frames, m.group(2), at)
+        if at is None or got is None:
+            return None
+        text, bearing = got
+        return f"I first saw the {m.group(1)} in frame {at}. {text} So it was to my {_side(bearing)}.", _side(bearing)
+    for pattern, decide in ((_Q_NOW, _side), (_Q_LANDMARK, _sector)):
+        if m := pattern.search(q):
+            got = _bearing_at(frames, m.group(1), end)
+            if got is None:
+                return None
+            text, bearing = got
+            where = decide(bearing)
+            return f"{text} So now it is {'to my ' if where in ('left', 'right', 'back') else ''}{where}.", where
+    if m := _Q_ROUTE.search(q):
+        got = _bearing_at(frames, m.group(1), end)
+        if got is None or abs(bearing := got[1]) < 22.5:
+            return None
+        turn = int(min(max(round(abs(bearing) / 45.0), 1), 3) * 45)
+        side = "left" if bearing > 0 else "right"
+        return f"{got[0]} So I turn {side} about {turn} degrees.", f"rotate {side} about {turn} degrees"
+    return None
+
+
+def match_option(answer_text: str, choices: Sequence[str]) -> int | None:
+    """Index of the option the reading's answer names: equal, or (route planning) the
+    only option that starts with it."""
+    exact = [i for i, c in enumerate(choices) if c == answer_text]
+    if exact:
+        return exact[0]
+    starts = [i for i, c in enumerate(choices) if c.startswith(answer_text)]
+    return starts[0] if len(starts) == 1 else None
+
+
+def vocabulary() -> list[str]:
+    """Sentences in the shape of every reading, over every object name, position word and
+    action, for the tokenizer's corpus (so a reading is a few tokens per fact)."""
+    from embodied_r_ros.core.prompts.perception import ACTIONS
+    from embodied_r_ros.sample_data.world import COLOURS, SHAPES
+
+    names = [f"{c} {s}" for c in COLOURS for s in (*SHAPES, "door")]
+    out = []
+    for k, name in enumerate(names):
+        word = POSITION_WORDS[k % len(POSITION_WORDS)]
+        act = ACTIONS[k % len(ACTIONS)]
+        out += [
+            f"First named: {name} in frame {k % 10}; {names[k - 1]} in frame {k % 7}. So the order is {name}, "
+            f"{names[k - 1]}.",
+            f"The {name} is first named in frame {k % 9}. The next turn is in frame {k % 9 + 1}: {act}. "
+            "No turn comes after it.",
+            f"The actions between the frames are: {act}, {act}. The first turn is {act}, and frame 1 shows {act}.",
+            f"I first saw the {name} in frame {k % 8}. The {name} was {word} in frame {k % 6}. Since then I "
+            f"turned: {act}. I have not turned since. So it was to my left. So now it is to my back. So now it "
+            "is ahead. So now it is behind. So I turn right about 90 degrees.",
+        ]
+    return out
