@@ -30,9 +30,10 @@ colcon-test: setup
 test-quick: setup
 	$(ENV) python -m pytest test -m "not slow" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-# The style and type checks the suite runs (test/unit/project/test_lint.py), on their own.
+# The style and type checks the suite runs (test/unit/project/test_lint.py), on their own:
+# ruff, mypy over the core, mypy over every package (scripts/typecheck.py; config in mypy.ini).
 lint: setup
-	$(ENV) ruff check . && mypy embodied_r_ros/core
+	$(ENV) ruff check . && mypy embodied_r_ros/core && python scripts/typecheck.py
 
 bench-keyframes: setup
 	$(ENV) python -m bench.bench_keyframes --minutes 1

@@ -27,7 +27,13 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the project's modules are imported where used
+    from embodied_r_ros.core.backends.base import PerceptionRequest
+    from embodied_r_ros.core.types import GenerationSettings
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,7 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 class FixedReplyPerceiver:
     """Answers every request at once with the same well-formed description."""
 
-    def describe_batch(self, requests, settings=None):  # type: ignore[no-untyped-def]
+    def describe_batch(self, requests: Sequence[PerceptionRequest],
+                       settings: GenerationSettings | None = None) -> list[str]:
         return ["1. move forward\n2. A grey wall ahead.\n3. Nothing else in view."] * len(requests)
 
     def close(self) -> None:

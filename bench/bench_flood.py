@@ -54,26 +54,30 @@ def flood(graph: str, args: argparse.Namespace, models: Any, sample: Path) -> di
             for i in range(args.actions)]
         arrived: dict[int, float] = {}
         for i, future in enumerate(calls):
-            future.add_done_callback(lambda _f, i=i: arrived.setdefault(i, time.monotonic()))
+            def note_arrival(_done: Any, i: int = i) -> None:
+                arrived.setdefault(i, time.monotonic())
+
+            future.add_done_callback(note_arrival)
         deadline = start + args.timeout + 60
         while time.monotonic() < deadline and not all(f.done() for f in calls + goals):
             time.sleep(0.05)
         codes: Counter[str] = Counter()
         busy_last = 0.0
         for i, future in enumerate(calls):
-            if not future.done():
+            reply = future.result() if future.done() else None
+            if reply is None:  # not done (or cancelled: a cancelled future's result is None)
                 codes["NO_REPLY"] += 1
                 continue
-            name = ErrorCode(future.result().error_code).name
+            name = ErrorCode(reply.error_code).name
             codes[name] += 1
             if name == "BUSY":
                 busy_last = max(busy_last, arrived[i] - start)
         results = []
         for handle_future in goals:
-            if not handle_future.done():
+            handle = handle_future.result() if handle_future.done() else None
+            if handle is None:  # not done (or cancelled, which this benchmark never does)
                 codes["GOAL_NO_REPLY"] += 1
                 continue
-            handle = handle_future.result()
             if not handle.accepted:
                 codes["GOAL_REJECTED_BUSY"] += 1
                 continue
@@ -81,8 +85,9 @@ def flood(graph: str, args: argparse.Namespace, models: Any, sample: Path) -> di
         while time.monotonic() < deadline and not all(r.done() for r in results):
             time.sleep(0.05)
         for result in results:
-            codes["GOAL_" + (ErrorCode(result.result().result.error_code).name
-                             if result.done() else "NO_RESULT")] += 1
+            outcome = result.result() if result.done() else None
+            codes["GOAL_" + (ErrorCode(outcome.result.error_code).name
+                             if outcome is not None else "NO_RESULT")] += 1
         slowest = max((t - start for t in arrived.values()), default=float("nan"))
         in_progress = client.status().questions_in_progress
     return {"graph": graph, "questions": args.questions, "actions": args.actions,

@@ -38,15 +38,20 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from embodied_r_ros.core.video.frames import nal_length_size, nal_unit_spans  # noqa: E402
 
+if TYPE_CHECKING:
+    import av
+
 KINDS = ("IDR", "I", "P", "B reference", "B non-reference", "other")
-PASSES = {"all": "DEFAULT", "ours": "NONREF", "no-B": "BIDIR"}
+# The values PyAV takes for a decoder's skip_frame.
+SkipFrame = Literal["NONE", "DEFAULT", "NONREF", "BIDIR", "NONINTRA", "NONKEY", "ALL"]
+PASSES: dict[str, SkipFrame] = {"all": "DEFAULT", "ours": "NONREF", "no-B": "BIDIR"}
 
 
 class _Bits:
@@ -99,7 +104,14 @@ def frame_kind(data: bytes, length_size: int | None) -> str:
     return "other"
 
 
-def decode_pass(path: str, skip: str, sampled: set[int], kinds: list[str] | None
+def _pts(packet: av.Packet) -> int:
+    """A demuxed packet's presentation stamp (each one with data has one)."""
+    if packet.pts is None:
+        raise ValueError(f"a packet without a presentation stamp: {packet}")
+    return int(packet.pts)
+
+
+def decode_pass(path: str, skip: SkipFrame, sampled: set[int], kinds: list[str] | None
                 ) -> dict[str, Any]:
     """One single-threaded decode of `path`; frames not in `sampled` (presentation
     numbers) are sent with skip_frame = `skip`. Returns the decoding thread's CPU seconds
@@ -110,7 +122,7 @@ def decode_pass(path: str, skip: str, sampled: set[int], kinds: list[str] | None
     with av.open(path) as container:
         stream = container.streams.video[0]
         packets = [p for p in container.demux(stream) if p.size]
-        order = sorted(range(len(packets)), key=lambda k: packets[k].pts)
+        order = sorted(range(len(packets)), key=lambda k: _pts(packets[k]))
         number_of_pts = {packets[k].pts: n for n, k in enumerate(order)}
         ctx = stream.codec_context
         ctx.thread_count = 1
@@ -174,7 +186,7 @@ def orb_costs(path: str, numbers: list[int]) -> tuple[float, float]:
                 images.append(frame.to_ndarray(format="bgr24"))
             if len(images) == len(numbers):
                 break
-    orb = cv2.ORB_create()
+    orb = cv2.ORB.create()
     t0 = time.thread_time()
     found = [len(orb.detectAndCompute(cv2.cvtColor(im, cv2.COLOR_BGR2GRAY), None)[0])
              for im in images]

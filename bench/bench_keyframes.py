@@ -131,6 +131,8 @@ def write_clip(path: Path, minutes: float, width: int, height: int, fps: int, co
         encoder = {"h264": "libx264", "hevc": "libx265"}[codec]
         container = av.open(str(path), "w")
         stream = container.add_stream(encoder, rate=fps)
+        if not isinstance(stream, av.VideoStream):  # libx264 and libx265 are video encoders
+            raise TypeError(f"{encoder} did not make a video stream")
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.options = {"bf": "3"} if codec == "h264" else {"x265-params": "log-level=error"}
         for frame in frames:

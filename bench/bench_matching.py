@@ -63,13 +63,13 @@ def main(argv: list[str] | None = None) -> int:
 
     times: dict[str, list[tuple[float, float]]] = {"opencv": [], "ours": []}
     for _ in range(args.rounds):
-        *cv_time, cv_out = _time(opencv, pairs)
-        *np_time, np_out = _time(ours, pairs)
+        cv_wall, cv_cpu, cv_out = _time(opencv, pairs)
+        np_wall, np_cpu, np_out = _time(ours, pairs)
         if cv_out != np_out:
             print("MISMATCH: the numpy matcher differs from cv2.BFMatcher")
             return 1
-        times["opencv"].append(tuple(cv_time))
-        times["ours"].append(tuple(np_time))
+        times["opencv"].append((cv_wall, cv_cpu))
+        times["ours"].append((np_wall, np_cpu))
     sizes = [len(d) for d in descriptors]
     print(f"{len(pairs)} matches of {min(sizes)}-{max(sizes)} descriptors each side, "
           f"{args.rounds} rounds (medians), OpenCV threads: {cv2.getNumThreads()}")

@@ -21,17 +21,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+from embodied_r_ros.core.backends.base import Perceiver, Reasoner
 from embodied_r_ros.core.pipeline import EmbodiedRPipeline, load_models
 from embodied_r_ros.core.settings import Settings, build_settings
-from embodied_r_ros.sample_data.scene import render_clip
+from embodied_r_ros.sample_data.scene import SyntheticClip, render_clip
 
 QUESTIONS = [("Which object did I see first?", ["red box", "blue pillar", "green door"]),
              ("Is the red box to my left or right now?", ["left", "right", "back"]),
              ("What did I do after seeing the yellow ball?", ["rotate left", "rotate right"])]
 
 
-def run_mode(mode: str, settings: Settings, perceiver, reasoner, clip, repeats: int) -> dict:  # type: ignore[no-untyped-def]
+def run_mode(mode: str, settings: Settings, perceiver: Perceiver, reasoner: Reasoner,
+             clip: SyntheticClip, repeats: int) -> dict[str, Any]:
     pipeline = EmbodiedRPipeline(settings.with_values({"perception.mode": mode}), perceiver, reasoner)
     try:
         start = time.monotonic()

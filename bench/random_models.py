@@ -61,7 +61,8 @@ def perception_parts(size: str, spec: ModelSpec, folders: Any) -> tuple[Any, Any
     processor = AutoProcessor.from_pretrained(str(folders.vlm))
     if size == "tiny":
         model = AutoModelForImageTextToText.from_pretrained(str(folders.vlm), dtype=dtype)
-        return model.to(device).eval(), processor
+        # transformers' @wraps(Module.to) makes `to` look unbound to mypy
+        return model.to(device).eval(), processor  # type: ignore[arg-type]
     from bench.gpu_latency import QWEN25_VL_7B, build_vlm
 
     budget = QWEN25_VL_7B["image_processor"]
@@ -88,7 +89,8 @@ def reasoning_parts(size: str, spec: ModelSpec, folders: Any) -> tuple[Any, Any]
     tokenizer = AutoTokenizer.from_pretrained(str(folders.lm))
     if size == "tiny":
         model = AutoModelForCausalLM.from_pretrained(str(folders.lm), dtype=dtype)
-        return model.to(device).eval(), tokenizer
+        # transformers' @wraps(Module.to) makes `to` look unbound to mypy
+        return model.to(device).eval(), tokenizer  # type: ignore[arg-type]
     from bench.gpu_latency import QWEN25_3B, build_lm
 
     model = build_lm(QWEN25_3B, torch, device, dtype,

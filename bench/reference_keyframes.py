@@ -64,24 +64,24 @@ def downsample(path: str) -> tuple[list[np.ndarray], list[int], float, int]:
 def overlap_ratio(previous_shape: tuple[int, int], homography: np.ndarray) -> float:
     """Shared pixels of the frame rectangle and the projected quad, over w * h."""
     h, w = previous_shape
-    corners = np.float32([[0, 0], [w, 0], [w, h], [0, h]]).reshape(-1, 1, 2)
+    corners = np.array([[0, 0], [w, 0], [w, h], [0, h]], dtype=np.float32).reshape(-1, 1, 2)
     projected = cv2.perspectiveTransform(corners, homography)
     rect = np.array([c[0] for c in corners], dtype=np.float32)
     quad = np.array([c[0] for c in projected], dtype=np.float32)
     with np.errstate(invalid="ignore"):
-        rect_i = np.int32([rect])
-        quad_i = np.int32([quad])
+        rect_i = [rect.astype(np.int32)]  # one polygon each
+        quad_i = [quad.astype(np.int32)]
     mask_a = np.zeros((h, w), dtype=np.uint8)
     mask_b = np.zeros((h, w), dtype=np.uint8)
     cv2.fillPoly(mask_a, rect_i, 1)
     cv2.fillPoly(mask_b, quad_i, 1)
     shared = np.sum(cv2.bitwise_and(mask_a, mask_b))
-    return shared / (w * h)
+    return float(shared / (w * h))
 
 
 def select(frames: list[np.ndarray], threshold: float = 0.5) -> list[int]:
     """Key-frame positions among BGR frames (first kept, last appended), before the count rule."""
-    orb = cv2.ORB_create()
+    orb = cv2.ORB.create()
     matcher = cv2.BFMatcher(cv2.NORM_HAMMING, crossCheck=True)
     kept = [0]
     prev_gray = cv2.cvtColor(frames[0], cv2.COLOR_BGR2GRAY)
@@ -96,8 +96,8 @@ def select(frames: list[np.ndarray], threshold: float = 0.5) -> list[int]:
             matches = matcher.match(prev_des, des)
             matches = sorted(matches, key=lambda m: m.distance)
             if len(matches) > 10:
-                prev_pts = np.float32([prev_kp[m.queryIdx].pt for m in matches]).reshape(-1, 1, 2)
-                cur_pts = np.float32([kp[m.trainIdx].pt for m in matches]).reshape(-1, 1, 2)
+                prev_pts = np.array([prev_kp[m.queryIdx].pt for m in matches], dtype=np.float32).reshape(-1, 1, 2)
+                cur_pts = np.array([kp[m.trainIdx].pt for m in matches], dtype=np.float32).reshape(-1, 1, 2)
                 homography, _ = cv2.findHomography(cur_pts, prev_pts, cv2.RANSAC, 5.0)
                 if homography is None:
                     keep = True

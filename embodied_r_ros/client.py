@@ -33,6 +33,7 @@ import rclpy
 from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.client import Client
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -120,14 +121,17 @@ class GraphClient(Node):
                  reset_service: str = "reset_episode", status_service: str = "status") -> None:
         super().__init__(name, namespace=namespace)
         group = ReentrantCallbackGroup()
-        self.ask_client = self.create_client(AskSpatial, ask_service, qos_profile=REPLY_QOS,
-                                             callback_group=group)
-        self.reset_client = self.create_client(Trigger, reset_service, callback_group=group)
-        self.status_client = self.create_client(GetStatus, status_service, callback_group=group)
-        self.answer_client = ActionClient(self, AnswerSpatial, answer_action,
-                                          goal_service_qos_profile=REPLY_QOS,
-                                          result_service_qos_profile=REPLY_QOS,
-                                          callback_group=group)
+        # The generated interface classes carry no types, so the clients' are named here.
+        self.ask_client: Client[AskSpatial.Request, AskSpatial.Response] = self.create_client(
+            AskSpatial, ask_service, qos_profile=REPLY_QOS, callback_group=group)
+        self.reset_client: Client[Trigger.Request, Trigger.Response] = self.create_client(
+            Trigger, reset_service, callback_group=group)
+        self.status_client: Client[GetStatus.Request, GetStatus.Response] = self.create_client(
+            GetStatus, status_service, callback_group=group)
+        self.answer_client: ActionClient[AnswerSpatial.Goal, AnswerSpatial.Result,
+                                         AnswerSpatial.Feedback] = ActionClient(
+            self, AnswerSpatial, answer_action, goal_service_qos_profile=REPLY_QOS,
+            result_service_qos_profile=REPLY_QOS, callback_group=group)
 
     # -- discovery --------------------------------------------------------------------------
     def wait_for_graph(self, timeout_s: float,

@@ -221,8 +221,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         arguments = parse_launch_arguments(args)
+        # launch-argument names only (none is overrides, env or echo): all of them go to
+        # GraphProcesses' **launch_arguments
+        launch_arguments: dict[str, Any] = arguments
         graph_processes = GraphProcesses(arguments.pop("graph", "embedded"),
-                                         arguments.pop("params_file", ""), **arguments)
+                                         arguments.pop("params_file", ""), **launch_arguments)
     except GraphDefinitionError as exc:
         print(f"embodied-r launch: {exc}", file=sys.stderr)
         return 2

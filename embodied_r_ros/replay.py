@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from nav_msgs.msg import Odometry
+from rclpy.client import Client
 from rclpy.qos import (
     DurabilityPolicy,
     HistoryPolicy,
@@ -138,7 +139,8 @@ class ReplayClient(GraphClient):
             self.odometry_pub.publish(odometry_msg(pose))
         return self.published
 
-    def wait_for_graph(self, timeout_s: float, alive_check=None) -> None:  # type: ignore[no-untyped-def]
+    def wait_for_graph(self, timeout_s: float,
+                       alive_check: Callable[[], None] | None = None) -> None:
         """Wait until the graph serves questions and subscribes to the camera topic."""
         deadline = time.monotonic() + timeout_s
         super().wait_for_graph(timeout_s, alive_check)
@@ -186,7 +188,7 @@ class ReplayClient(GraphClient):
         return True
 
     def call_trigger(self, service: str, timeout_s: float = 10.0) -> Trigger.Response:
-        client = self.create_client(Trigger, service)
+        client: Client[Trigger.Request, Trigger.Response] = self.create_client(Trigger, service)
         if not client.wait_for_service(timeout_sec=timeout_s):
             raise TimeoutError(f"service {service} not available")
         return wait_future(client.call_async(Trigger.Request()), timeout_s, service)

@@ -56,7 +56,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from embodied_r_ros.core.append_only import write_json_atomic
 from embodied_r_training.categories import (
@@ -68,6 +68,7 @@ from embodied_r_training.errors import DatasetFileError, MissingColumnError, Vid
 from embodied_r_training.videos import VideoRef, VideoRoot
 
 Record = dict[str, Any]
+_Row = TypeVar("_Row", bound=Mapping[str, Any])
 
 SPLITS: tuple[str, ...] = ("train", "val", "test")
 DEFAULT_RATIOS: tuple[float, float, float] = (0.75, 0.05, 0.20)
@@ -236,10 +237,10 @@ def read_table(path: str | Path, *, expected: str, flag: str) -> list[dict[str, 
         import pyarrow.parquet as pq
 
         try:
-            rows = pq.read_table(path).to_pylist()
+            table_rows = pq.read_table(path).to_pylist()
         except Exception as exc:  # noqa: BLE001 - pyarrow raises many kinds
             raise DatasetFileError(f"{where}: unreadable parquet file ({exc}); download it again") from exc
-        return rows
+        return table_rows
     if path.suffix.lower() == ".parquet":
         raise DatasetFileError(
             f"{where}: the name ends in .parquet but the content is not parquet (it starts with "
@@ -746,9 +747,9 @@ def prepare(
     return summary
 
 
-def group_by_video(records: Sequence[Record]) -> dict[str, list[Record]]:
+def group_by_video(records: Sequence[_Row]) -> dict[str, list[_Row]]:
     """Records keyed by video path, in first-seen order."""
-    groups: dict[str, list[Record]] = defaultdict(list)
+    groups: dict[str, list[_Row]] = defaultdict(list)
     for record in records:
         groups[record["video_path"]].append(record)
     return dict(groups)

@@ -48,7 +48,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,7 +230,8 @@ class _KeyFrameStage:
             self.pool = ProcessPoolExecutor(max_workers=workers,
                                             mp_context=multiprocessing.get_context("spawn"))
 
-    def run(self, jobs: Sequence[tuple[Any, Any]]):  # type: ignore[no-untyped-def]
+    def run(self, jobs: Sequence[tuple[Any, Any]]
+            ) -> Iterator[tuple[Any, tuple[dict[str, Any], list[Any], bool]]]:
         """Yield (key, (row, images, extracted)) for each (key, VideoRef) job, in order."""
         if self.pool is None:
             for key, ref in jobs:
@@ -340,7 +341,8 @@ def cache_split(
         units_of[video_path] = units
         jobs.append((video_path, ref))
 
-    model = perceiver if hasattr(perceiver, "describe_batch") or not callable(perceiver) else None
+    # the Perceiver; None until one is needed when `perceiver` is a function making it
+    model: Any = perceiver if hasattr(perceiver, "describe_batch") or not callable(perceiver) else None
     stage = _KeyFrameStage(min(workers, max(1, len(jobs))), materialiser.cache_dir,
                            keep_extracted, keyframe_params)
     bar = tqdm(total=len(jobs), desc=f"perception {split}/{mode}", unit="video",

@@ -133,7 +133,8 @@ def extract_language_model(src: str | Path, dst: str | Path, *, dtype: str | Non
     lm.load_state_dict(state, strict=False, assign=True)
     if config.tie_word_embeddings:
         lm.tie_weights()
-    lm.to(dtype=next(iter(state.values())).dtype)
+    # transformers' @wraps(Module.to) makes `to` look unbound to mypy
+    lm.to(dtype=next(iter(state.values())).dtype)  # type: ignore[call-arg]
     try:
         lm.generation_config = GenerationConfig.from_pretrained(str(src))
     except OSError:

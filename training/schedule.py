@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from transformers import TrainerCallback
 
@@ -74,13 +74,16 @@ def total_reward(
     ]
 
 
+StageWeights = tuple[float, float, float]  # format, accuracy, consistency
+
+
 @dataclass(frozen=True)
 class Stage:
     """Weights used from `first_epoch` to `last_epoch` (1-based, inclusive)."""
 
     first_epoch: int
     last_epoch: int
-    weights: tuple[float, float, float]  # format, accuracy, consistency
+    weights: StageWeights
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,9 @@ class RewardSchedule:
 
     @classmethod
     def fixed(cls, weights: Sequence[float]) -> RewardSchedule:
-        w = tuple(float(x) for x in weights)
-        return cls((Stage(1, 1, w),))  # type: ignore[arg-type]
+        # RewardSchedule checks that there are three
+        w = cast(StageWeights, tuple(float(x) for x in weights))
+        return cls((Stage(1, 1, w),))
 
 
 PAPER_EPOCHS = 12
@@ -167,8 +171,9 @@ def schedule_from_config(cfg: Any) -> RewardSchedule:
         stages = []
         for item in cfg:
             first, last = item["epochs"]
-            weights = tuple(float(item.get(name, 0.0)) for name in REWARD_NAMES)
-            stages.append(Stage(int(first), int(last), weights))  # type: ignore[arg-type]
+            # RewardSchedule checks that there are three
+            weights = cast(StageWeights, tuple(float(item.get(name, 0.0)) for name in REWARD_NAMES))
+            stages.append(Stage(int(first), int(last), weights))
         return RewardSchedule(tuple(stages))
     raise ValueError(f"unknown reward schedule: {cfg!r}")
 

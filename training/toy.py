@@ -130,7 +130,7 @@ def write_clip(path: Path, *, seed: int, seconds: int = 6, fps: int = 4, size: t
     )
     world = cv2.GaussianBlur(world, (3, 3), 0)
     path.parent.mkdir(parents=True, exist_ok=True)
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), fps, (w, h))
     if not writer.isOpened():
         raise RuntimeError(f"cannot write video {path}")
     n = seconds * fps

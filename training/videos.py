@@ -154,9 +154,9 @@ class VideoRoot:
             if len(hits) == 1:
                 return VideoRef(str(hits[0][0]), hits[0][1])
         for rel in wanted:
-            hits = self._name_index().get(PurePosixPath(rel).name, [])
-            if len(hits) == 1:
-                return hits[0]
+            named = self._name_index().get(PurePosixPath(rel).name, [])
+            if len(named) == 1:
+                return named[0]
         return None
 
 

@@ -22,9 +22,11 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from embodied_r_ros.core.errors import EmbodiedRError, ErrorCode
 from embodied_r_ros.core.keyframes.rules import FrameRateSampler
@@ -120,7 +122,7 @@ class LiveReplay:
         expected_sampled = 0
         bag_index: dict[int, int] = {}  # header stamp (us) -> the frame's index in the bag
 
-        def frames():  # type: ignore[no-untyped-def]
+        def frames() -> Iterator[tuple[float, np.ndarray, str]]:
             nonlocal expected_sampled
             for frame in iter_bag_frames(bag_path, topic, stamps=stamps,
                                          reorder_window=reorder_window, report=report):

@@ -31,8 +31,9 @@ import logging
 import os
 import sys
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from embodied_r_ros.core.errors import BagError, EmbodiedRError, ErrorCode
 from embodied_r_ros.core.settings import Settings, load_settings
@@ -50,6 +51,10 @@ from embodied_r_ros.evaluation.results import (
     summarize,
     write_reports,
 )
+
+if TYPE_CHECKING:  # imported where used: each mode loads only what it needs
+    from embodied_r_ros.evaluation.fast import FastReplay
+    from embodied_r_ros.evaluation.live import LiveReplay
 
 LOG = logging.getLogger("embodied_r_ros.evaluation")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -125,6 +130,7 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, Path], dict[str, list[Ques
     """(bags, questions per bag, names without a bag) for the run, shard applied."""
     items = load_questions(args.questions)
     bag = Path(args.bag)
+    missing: list[str]
     if (bag / "metadata.yaml").exists() or (bag.is_file() and (bag.parent / "metadata.yaml").exists()):
         bag_dir = bag if bag.is_dir() else bag.parent
         bags, groups, missing = {bag_dir.name: bag_dir}, {bag_dir.name: items}, []
@@ -176,7 +182,8 @@ def setup_record(args: argparse.Namespace, settings: Settings, tiny: bool) -> di
             "shard": str(args.shard) if args.shard else ""}
 
 
-def make_runner(args: argparse.Namespace, settings: Settings, overrides: dict[str, Any]):  # type: ignore[no-untyped-def]
+def make_runner(args: argparse.Namespace, settings: Settings, overrides: dict[str, Any]
+                ) -> AbstractContextManager[FastReplay | LiveReplay]:
     if args.mode == "fast":
         from contextlib import closing
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 from std_srvs.srv import Trigger
 
@@ -129,7 +130,7 @@ class EmbodiedRNode(ManagedNode):
         self.description_pub = self.episode_pub = None
 
     # -- callbacks ------------------------------------------------------------------------------
-    def _on_frame(self, image, stamp_s: float, index: int, frame_id: str) -> None:  # type: ignore[no-untyped-def]
+    def _on_frame(self, image: np.ndarray, stamp_s: float, index: int, frame_id: str) -> None:
         pipeline = self.pipeline
         if pipeline is not None:
             pipeline.push_sampled(image, stamp_s, index, frame_id)

@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 from std_srvs.srv import Trigger
 
@@ -149,7 +150,7 @@ class KeyFrameNode(ManagedNode):
         episode = self.episode
         return episode is not None and episode.tracker.offer(stamp_s)
 
-    def _on_frame(self, image, stamp_s: float, index: int, frame_id: str) -> None:  # type: ignore[no-untyped-def]
+    def _on_frame(self, image: np.ndarray, stamp_s: float, index: int, frame_id: str) -> None:
         with self._lock:
             episode, publisher = self.episode, self.publisher
             if episode is None or publisher is None:

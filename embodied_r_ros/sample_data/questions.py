@@ -99,8 +99,8 @@ class _Builder:
 
 def _appearance_order(b: _Builder) -> None:
     clip = b.clip
-    seen = [(clip.first_seen(o.name), o.name) for o in clip.objects]
-    seen = sorted((t, n) for t, n in seen if t is not None)
+    found = [(clip.first_seen(o.name), o.name) for o in clip.objects]
+    seen = sorted((t, n) for t, n in found if t is not None)
     # Four objects whose first appearances are at least a second apart.
     picked: list[tuple[float, str]] = []
     for t, n in seen:
@@ -152,11 +152,11 @@ def _direction_now(b: _Builder) -> None:
 def _direction_then(b: _Builder) -> None:
     """Relative direction at an earlier moment: when another object was first seen."""
     clip = b.clip
-    firsts = [(clip.first_seen(o.name), o.name) for o in clip.objects]
-    firsts = sorted((t, n) for t, n in firsts if t is not None and t > 0)
+    found = [(clip.first_seen(o.name), o.name) for o in clip.objects]
+    firsts = sorted((t, n) for t, n in found if t is not None and t > 0)
     for t, anchor in firsts:
         for o in clip.objects:
-            if o.name == anchor or clip.first_seen(o.name) is None or clip.first_seen(o.name) > t:
+            if o.name == anchor or (seen := clip.first_seen(o.name)) is None or seen > t:
                 continue
             side = _lrb(clip.bearing_deg(o.name, t), margin=15.0)
             if side is None:
@@ -211,11 +211,11 @@ def _distance(b: _Builder) -> None:
                 best = (gap, target, list(combo), d)
     if best is None or best[0] < 0.5:
         return
-    _, target, combo, d = best
+    _, target, group, d = best
     b.add(
         "object_rel_distance",
         f"Measuring between the centres of the objects on the floor, which of these objects "
-        f"({', '.join(combo)}) is the closest to the {target}?",
+        f"({', '.join(group)}) is the closest to the {target}?",
         d[0][1],
         [n for _, n in d[1:]],
         {"distances_m": {n: round(v, 3) for v, n in d}},
@@ -225,7 +225,7 @@ def _distance(b: _Builder) -> None:
 def _next_turn(b: _Builder) -> None:
     clip = b.clip
     no_turn = "I did not turn again"
-    firsts = sorted((clip.first_seen(o.name), o.name) for o in clip.objects if clip.first_seen(o.name) is not None)
+    firsts = sorted((t, o.name) for o in clip.objects if (t := clip.first_seen(o.name)) is not None)
     for t, name in firsts:
         turns = [s for s in clip.segments if s.action.startswith("rotate") and s.start_s >= t]
         if not turns or turns[0].start_s - t < 0.5:

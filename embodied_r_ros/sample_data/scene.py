@@ -172,6 +172,7 @@ def default_objects(room: Room = Room()) -> list[SceneObject]:
 def _parse_path(path_spec: Iterable[Any] | None) -> list[tuple[str, float]]:
     steps: list[tuple[str, float]] = []
     for item in DEFAULT_PATH if path_spec is None else path_spec:
+        amount: Any  # as given (may be None or not a number: checked below), then a float
         if isinstance(item, dict):
             action, amount = item.get("action"), item.get("amount")
         else:
@@ -366,7 +367,7 @@ def _wall_coordinate(room: Room, x: float, y: float) -> tuple[int, float]:
         2: abs(y - room.size_y),
         3: abs(x - 0.0),
     }
-    wall = min(d, key=d.get)
+    wall = min(d, key=d.__getitem__)
     along = [x, y, room.size_x - x, room.size_y - y][wall]
     return wall, along
 

@@ -242,7 +242,7 @@ def write_video(path: Path, frames: Sequence[np.ndarray], fps: float) -> None:
 
     h, w = frames[0].shape[:2]
     path.parent.mkdir(parents=True, exist_ok=True)
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), fps, (w, h))
     if not writer.isOpened():
         raise InvalidRequestError(f"cannot write {path}")
     for frame in frames:

@@ -123,7 +123,7 @@ def write_video(
         for frame in frames_rgb:
             if writer is None:
                 h, w = frame.shape[:2]
-                writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*codec), fps, (w, h))
+                writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*codec), fps, (w, h))
                 if not writer.isOpened():
                     raise RuntimeError(f"cannot write {codec} video at {path}")
             writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
@@ -177,12 +177,15 @@ def write_video_pyav(
     encoder, options, _ = PYAV_CODECS[codec]
     path = Path(path)
     container = av.open(str(path), "w")
-    stream = None
+    stream: av.VideoStream | None = None
     try:
         for frame in frames_rgb:
             if stream is None:
                 h, w = frame.shape[:2]
-                stream = container.add_stream(encoder, rate=fps)
+                added = container.add_stream(encoder, rate=fps)
+                if not isinstance(added, av.VideoStream):  # every PYAV_CODECS encoder is a video one
+                    raise TypeError(f"{encoder} did not make a video stream")
+                stream = added
                 stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
                 stream.options = dict(options)
                 if display_matrix is not None:

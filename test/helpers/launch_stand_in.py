@@ -4,6 +4,7 @@ launch file builds, so tests can execute it (the only mock of the launch tests).
 from __future__ import annotations
 
 import types
+from typing import Any
 
 
 def recording_launch_modules() -> dict[str, types.ModuleType]:
@@ -15,20 +16,21 @@ def recording_launch_modules() -> dict[str, types.ModuleType]:
     ros_actions = types.ModuleType("launch_ros.actions")
 
     class Record:
-        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.args, self.kwargs = args, kwargs
 
     class LaunchConfiguration:
         def __init__(self, name: str) -> None:
             self.name = name
 
-        def perform(self, context: dict) -> str:  # type: ignore[type-arg]
+        def perform(self, context: dict[str, str]) -> str:
             return context[self.name]
 
-    launch.LaunchDescription = Record  # type: ignore[attr-defined]
-    actions.DeclareLaunchArgument = Record  # type: ignore[attr-defined]
-    actions.OpaqueFunction = Record  # type: ignore[attr-defined]
-    subs.LaunchConfiguration = LaunchConfiguration  # type: ignore[attr-defined]
-    ros_actions.LifecycleNode = Record  # type: ignore[attr-defined]
+    # setattr: a ModuleType's attributes are not declared (the stub reads them, not writes)
+    setattr(launch, "LaunchDescription", Record)
+    setattr(actions, "DeclareLaunchArgument", Record)
+    setattr(actions, "OpaqueFunction", Record)
+    setattr(subs, "LaunchConfiguration", LaunchConfiguration)
+    setattr(ros_actions, "LifecycleNode", Record)
     return {"launch": launch, "launch.actions": actions, "launch.substitutions": subs,
             "launch_ros": launch_ros, "launch_ros.actions": ros_actions}

@@ -6,10 +6,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from embodied_r_ros.core.backends.base import PerceptionRequest, StopCheck, TextCallback
 from embodied_r_ros.core.errors import CancelledError
+from embodied_r_ros.core.types import ChatMessage, GenerationSettings
+
+if TYPE_CHECKING:
+    from embodied_r_ros.core.pipeline import EmbodiedRPipeline
+    from embodied_r_ros.sample_data.scene import SyntheticClip
 
 
 class ScriptedReasoner:
@@ -19,9 +26,10 @@ class ScriptedReasoner:
 
     def __init__(self, reply: str, delay_s: float = 0.0) -> None:
         self.reply, self.delay_s = reply, delay_s
-        self.calls: list[list[dict]] = []
+        self.calls: list[list[ChatMessage]] = []
 
-    def generate(self, messages, settings=None, on_text=None, should_stop=None) -> str:  # type: ignore[no-untyped-def]
+    def generate(self, messages: Sequence[ChatMessage], settings: GenerationSettings | None = None,
+                 on_text: TextCallback | None = None, should_stop: StopCheck | None = None) -> str:
         self.calls.append(list(messages))
         out = ""
         for word in self.reply.split(" "):
@@ -34,7 +42,8 @@ class ScriptedReasoner:
                 on_text(piece)
         return out
 
-    def generate_batch(self, conversations, settings=None):  # type: ignore[no-untyped-def]
+    def generate_batch(self, conversations: Sequence[Sequence[ChatMessage]],
+                       settings: GenerationSettings | None = None) -> list[str]:
         return [self.generate(c, settings) for c in conversations]
 
     def close(self) -> None:
@@ -49,20 +58,22 @@ class CountingPerceiver:
     def __init__(self) -> None:
         self.calls: list[int] = []
 
-    def describe(self, images: Sequence[np.ndarray], prompt: str, settings=None) -> str:  # type: ignore[no-untyped-def]
+    def describe(self, images: Sequence[np.ndarray], prompt: str,
+                 settings: GenerationSettings | None = None) -> str:
         self.calls.append(len(images))
         if len(images) == 1:
             return "A textured room seen from the start."
         return "1. rotate left\n2. a red box appears ahead-left\n3. nothing else"
 
-    def describe_batch(self, requests, settings=None):  # type: ignore[no-untyped-def]
+    def describe_batch(self, requests: Sequence[PerceptionRequest],
+                       settings: GenerationSettings | None = None) -> list[str]:
         return [self.describe(images, prompt, settings) for images, prompt in requests]
 
     def close(self) -> None:
         pass
 
 
-def feed(pipeline, clip) -> None:  # type: ignore[no-untyped-def]
+def feed(pipeline: EmbodiedRPipeline, clip: SyntheticClip) -> None:
     """Push every frame of a `render_clip` clip into an EmbodiedRPipeline."""
     for i, (image, stamp) in enumerate(zip(clip.frames, clip.stamps_s)):
         pipeline.push_frame(image, stamp, i, "camera")

@@ -38,7 +38,7 @@ SHIP_DIR = REPO_ROOT / "embodied_r_ros" / "sample_data" / "models"
 SHIP_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
               "tokenizer_config.json", "chat_template.jinja", "processor_config.json",
               "preprocessor_config.json", "video_preprocessor_config.json", "special_tokens_map.json")
-KEYFRAMES = {"sample_fps": 1.0, "min_keyframes": 4, "max_keyframes": 32}
+KEYFRAMES: dict[str, Any] = {"sample_fps": 1.0, "min_keyframes": 4, "max_keyframes": 32}
 PERCEPTION_TOKENS = 64
 REASONING_TOKENS = 48
 
@@ -62,7 +62,7 @@ class Stopwatch:
         return value
 
 
-def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     from embodied_r_training.data import write_jsonl_atomic
 
     write_jsonl_atomic(path, rows)
@@ -182,7 +182,7 @@ def staged_runs(epochs_per_stage: int, final_epochs: int) -> dict[str, tuple[str
 class TimeBudget:
     """A trainer callback that ends training after `minutes` (the run's time budget)."""
 
-    def __new__(cls, minutes: float):  # noqa: D102 - built lazily on transformers
+    def __new__(cls, minutes: float) -> Any:  # noqa: D102 - built lazily on transformers
         from transformers import TrainerCallback
 
         class _Budget(TrainerCallback):

@@ -117,7 +117,7 @@ def _batch(processor: Any, examples: Sequence[CaptionExample]) -> dict[str, Any]
 
 def _train_stage(model: Any, processor: Any, examples: list[CaptionExample], *, batch_size: int, lr: float,
                  minutes: float, max_epochs: int, rng: random.Random, desc: str, progress: bool,
-                 history: list[dict[str, float]]) -> int:
+                 history: list[dict[str, Any]]) -> int:
     """AdamW steps over shuffled `examples` until `minutes` or `max_epochs` run out; the
     learning rate warms up over 20 steps and falls linearly to 10% with the time spent."""
     import torch
@@ -171,7 +171,7 @@ def train_vlm(
     for room in rooms:
         examples.extend(room_examples(world, room, rng, n_first=n_first, n_pair=n_pair))
     plain = [CaptionExample(ex.images, "", ex.caption) for ex in examples]
-    history: list[dict[str, float]] = []
+    history: list[dict[str, Any]] = []
     start = time.monotonic()
     steps_plain = _train_stage(model, processor, plain, batch_size=16, lr=lr, minutes=plain_minutes,
                                max_epochs=max_epochs, rng=rng, desc="vlm captions (images only)",
@@ -221,7 +221,7 @@ def measure(model_dir: Path, world: Path, rooms: Sequence[str], *, seed: int = 1
         texts.extend(perceiver.describe_batch([(ex.images, ex.prompt) for ex in chunk]))
     perceiver.close()
     true_n = pred_n = hit = pos_ok = act_n = act_ok = 0
-    samples = []
+    samples: list[dict[str, str]] = []
     for ex, text in zip(examples, texts):
         truth, pred = parse_objects(ex.caption), parse_objects(text)
         true_n += len(truth)

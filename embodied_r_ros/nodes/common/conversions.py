@@ -10,7 +10,7 @@ exists. Outgoing images (key frames) are built by `core.image_codec`.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -45,7 +45,7 @@ def seconds_to_stamp(seconds: float) -> Time:
 try:  # cv_bridge is not on PyPI: present on apt ROS installs only
     from cv_bridge import CvBridge as _CvBridge
 
-    _BRIDGE: object | None = _CvBridge()
+    _BRIDGE: _CvBridge | None = _CvBridge()
 except ImportError:  # pragma: no cover - depends on the machine
     _BRIDGE = None
 
@@ -58,10 +58,10 @@ def _bridge_rgb(msg: Image | CompressedImage) -> np.ndarray | None:
         return None
     try:
         if isinstance(msg, CompressedImage):
-            bgr = _BRIDGE.compressed_imgmsg_to_cv2(msg, desired_encoding="bgr8")  # type: ignore[attr-defined]
+            bgr = _BRIDGE.compressed_imgmsg_to_cv2(msg, desired_encoding="bgr8")
             rgb = bgr[:, :, ::-1]
         else:
-            rgb = _BRIDGE.imgmsg_to_cv2(msg, desired_encoding="rgb8")  # type: ignore[attr-defined]
+            rgb = _BRIDGE.imgmsg_to_cv2(msg, desired_encoding="rgb8")
     except Exception:  # noqa: BLE001 - fall back to the project's codec
         return None
     if not isinstance(rgb, np.ndarray) or rgb.ndim != 3 or rgb.shape[2] != 3:
@@ -129,7 +129,33 @@ def episode_msg(node: Any, episode_id: str, previous: str, reason: str) -> Episo
                    previous_episode_id=previous, reason=reason)
 
 
-def fill_result(target: object, result: AnswerResult) -> object:
+class AnswerFields(Protocol):
+    """The fields an AskSpatial response, an AnswerSpatial result and a SpatialAnswer share
+    (the generated message classes carry no type information; this names what is set)."""
+
+    success: bool
+    error_code: int
+    message: str
+    answer: str
+    answer_text: str
+    reasoning: str
+    raw_output: str
+    keyframes_used: int
+    episode_id: str
+    perception_s: float
+    reasoning_s: float
+    total_s: float
+    self_check: str
+    self_check_letter: str
+    evidence: list[Evidence]
+    has_goal_pose: bool
+    goal_pose: PoseStamped
+
+
+_Answer = TypeVar("_Answer", bound=AnswerFields)
+
+
+def fill_result(target: _Answer, result: AnswerResult) -> _Answer:
     """Copy an AnswerResult into an AskSpatial response or AnswerSpatial result."""
     target.success = bool(result.success)
     target.error_code = int(result.error_code)

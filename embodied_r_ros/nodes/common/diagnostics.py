@@ -18,6 +18,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
+from rclpy.timer import Timer
 
 from embodied_r_ros.core.health import WARN, HealthItem
 
@@ -41,7 +42,7 @@ class DiagnosticsPublisher:
         self.on_error = on_error
         self.publisher = node.create_publisher(DiagnosticArray, TOPIC, 10)
         self.period_s = -1.0
-        self.timer = None
+        self.timer: Timer | None = None
         self._group = MutuallyExclusiveCallbackGroup()
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._sim_last = (-1, 0.0)  # (ROS time ns, steady time when it last changed)

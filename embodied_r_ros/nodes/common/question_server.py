@@ -235,7 +235,7 @@ class QuestionServer:
                 "the node was deactivated before the question started"))
             self._publish(goal.question, list(goal.choices), result)
             goal_handle.abort()
-            return fill_result(AnswerSpatial.Result(), result)  # type: ignore[return-value]
+            return fill_result(AnswerSpatial.Result(), result)
         ticket = reserved[1]
         start = time.monotonic()
         state: dict[str, Any] = {"stage": "accepted", "text": "", "sent": 0.0}
@@ -272,7 +272,7 @@ class QuestionServer:
             goal_handle.succeed()
         else:
             goal_handle.abort()
-        return out  # type: ignore[return-value]
+        return out
 
 
 def _one_line(text: str, width: int = 300) -> str:

@@ -1,8 +1,11 @@
 """Style and type checks, run with the suite (and so in CI): ruff over the tree (config in
-ruff.toml) and mypy over the ROS-free core (config in mypy.ini)."""
+ruff.toml); mypy over the ROS-free core and over every package (scripts/typecheck.py:
+embodied_r_ros, embodied_r_training, bench, the tests' helpers; config in mypy.ini); no bare
+`type: ignore` anywhere."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +14,8 @@ from pathlib import Path
 from helpers.env import REPO_ROOT
 
 REPO = REPO_ROOT
+# The folders holding the project's Python sources.
+SOURCE_FOLDERS = ("embodied_r_ros", "training", "bench", "test", "scripts", "launch")
 
 
 def _tool(name: str) -> str:
@@ -29,6 +34,24 @@ def test_mypy_is_clean_on_the_core() -> None:
     done = subprocess.run([_tool("mypy"), "embodied_r_ros/core"], cwd=REPO, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_mypy_is_clean_on_every_package() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "typecheck.py")], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_every_type_ignore_names_its_error_code() -> None:
+    """mypy flags those in the packages it checks (ignore-without-code); this covers the
+    rest of the Python sources too (the tests, scripts, launch files)."""
+    bare = re.compile(r"#\s*type:\s*ignore(?!\[)")
+    sources = [REPO / "setup.py", *(path for folder in SOURCE_FOLDERS
+                                    for path in sorted((REPO / folder).rglob("*.py")))]
+    found = [f"{path.relative_to(REPO)}:{n}" for path in sources
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if bare.search(line)]
+    assert not found, f"bare `type: ignore` (name the error code): {found}"
 
 
 def test_no_more_type_ignores_than_recorded() -> None:
