@@ -58,7 +58,8 @@ def build_world_tokenizer(texts: Iterable[str], vocab_size: int = VOCAB_SIZE) ->
     return build_tokenizer(vocab_size, corpus=corpus)
 
 
-def new_vlm(folder: str | Path, tokenizer: Any, *, seed: int = 0, hidden: int = 128, layers: int = 3) -> Path:
+def new_vlm(folder: str | Path, tokenizer: Any, *, seed: int = 0, hidden: int = 128, layers: int = 3,
+            vision_depth: int = 3, vision_hidden: int = 96) -> Path:
     """A freshly initialised Qwen2.5-VL with its processor, saved to `folder`."""
     import torch
     from transformers import (
@@ -85,9 +86,9 @@ def new_vlm(folder: str | Path, tokenizer: Any, *, seed: int = 0, hidden: int = 
         "pad_token_id": ids["<|endoftext|>"],
     }
     vision_config = {
-        "depth": 3, "hidden_size": 96, "intermediate_size": 192, "num_heads": 4,
+        "depth": vision_depth, "hidden_size": vision_hidden, "intermediate_size": 2 * vision_hidden, "num_heads": 4,
         "out_hidden_size": hidden, "patch_size": 14, "spatial_merge_size": 2,
-        "temporal_patch_size": 2, "window_size": 112, "fullatt_block_indexes": [0, 1, 2],
+        "temporal_patch_size": 2, "window_size": 112, "fullatt_block_indexes": list(range(vision_depth)),
         "tokens_per_second": 2,
     }
     config = Qwen2_5_VLConfig(
