@@ -48,7 +48,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,10 +123,13 @@ def load_keyframes(out: Path) -> dict[str, dict[str, Any]]:
 # --------------------------------------------------------------------------- records
 def build_record(
     record: Mapping[str, Any], mode: str, keyframes: Mapping[str, Any], texts: Sequence[str],
-    prompts: Any = None,
+    prompts: Any = None, actions: Sequence[str | None] | None = None,
 ) -> dict[str, Any]:
     """A cached training/evaluation record: the question plus its LM prompt (built with
-    `prompts`, a core PromptSet, or the shipped wording)."""
+    `prompts`, a core PromptSet, or the shipped wording). `actions` (one per key frame,
+    None where unknown) are motions measured by odometry: they replace the VLM's guessed
+    action of every later key frame, as the robot's perception worker does with
+    `perception.use_odometry`."""
     from embodied_r_ros.core.memory.episode import render_video_text
     from embodied_r_ros.core.perception.parser import parse_frame_description
     from embodied_r_ros.core.prompts.reasoning import build_reasoning_messages
@@ -135,13 +138,14 @@ def build_record(
     descriptions = []
     for i, text in enumerate(texts):
         parsed = parse_frame_description(text, first=(i == 0))
+        measured = actions[i] if actions is not None and i > 0 and i < len(actions) else None
         descriptions.append(
             FrameDescription(
                 keyframe_index=i,
                 observation=parsed.observation,
-                action=parsed.action,
+                action=measured or parsed.action,
                 raw_text=text,
-                action_source="vlm" if parsed.action else "",
+                action_source="odometry" if measured else ("vlm" if parsed.action else ""),
                 mode=mode,
             )
         )
@@ -277,6 +281,7 @@ def cache_split(
     video_cache: str | Path | None = None,
     keep_extracted: bool = False,
     prompts: Any = None,
+    motion: Callable[[Mapping[str, Any], Mapping[str, Any]], Sequence[str | None] | None] | None = None,
 ) -> CacheStats:
     """Describe every key frame the split's questions need, then write the records.
 
@@ -293,6 +298,8 @@ def cache_split(
     (default `<out>/.videos`) and removed after decoding unless `keep_extracted`.
     `prompts` (a core PromptSet, e.g. from a `prompts_file`) builds the perception prompts
     and the records' reasoning prompts; None = the shipped wording, as on the robot.
+    `motion(record, keyframes)` gives the odometry-measured action of each key frame of a
+    question's video (see `build_record`), or None to keep the VLM's actions.
     """
     from tqdm import tqdm
 
@@ -405,7 +412,7 @@ def cache_split(
         if not all((unit, i) in done for i in range(n)):
             break
         assembled.append(build_record(record, mode, known, [done[(unit, i)]["text"] for i in range(n)],
-                                      prompts))
+                                      prompts, actions=motion(record, known) if motion else None))
     stats.complete = len(assembled) + stats.records_skipped == len(records)
     if stats.complete:
         stats.records_written = write_jsonl_atomic(out / f"{split}.{mode}.jsonl", assembled)

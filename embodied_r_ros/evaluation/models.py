@@ -46,7 +46,8 @@ def tiny_overrides(artifacts: str | Path, roles: list[str] | tuple[str, ...] = R
 # The mini world's trained checkpoints (training/mini_world), shipped in the package.
 MINI_WORLD_DIR = Path(__file__).resolve().parents[1] / "sample_data" / "models"
 MINI_WORLD_MODELS = {"perception": MINI_WORLD_DIR / "mini_world_vlm", "reasoning": MINI_WORLD_DIR / "mini_world_lm"}
-MINI_WORLD_MAX_NEW_TOKENS = {"perception": 64, "reasoning": 48}
+# Generation lengths of the mini-world models (their training texts are shorter).
+MINI_WORLD_MAX_NEW_TOKENS = {"perception": 64, "reasoning": 112}
 
 
 def mini_world_available() -> bool:
@@ -57,8 +58,10 @@ def mini_world_available() -> bool:
 
 def mini_world_overrides(roles: list[str] | tuple[str, ...] = ROLES) -> dict[str, Any]:
     """Parameter overrides that run `roles` on the shipped mini-world models: CPU,
-    float32, greedy decoding, generations as long as their training texts."""
-    overrides: dict[str, Any] = {}
+    float32, greedy decoding, generations as long as their training texts. With the
+    perception model, the motion between key frames comes from odometry
+    (`perception.use_odometry`, the world's bags carry /odom), as in its training."""
+    overrides: dict[str, Any] = {"perception.use_odometry": True} if "perception" in roles else {}
     for role in roles:
         overrides.update({f"{role}.model": str(MINI_WORLD_MODELS[role]), f"{role}.backend": "transformers",
                           f"{role}.device": "cpu", f"{role}.dtype": "float32",

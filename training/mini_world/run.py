@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from embodied_r_ros.evaluation.models import MINI_WORLD_MAX_NEW_TOKENS
+
 log = logging.getLogger("embodied_r_training.mini_world")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -39,8 +41,8 @@ SHIP_FILES = ("config.json", "generation_config.json", "model.safetensors", "tok
               "tokenizer_config.json", "chat_template.jinja", "processor_config.json",
               "preprocessor_config.json", "video_preprocessor_config.json", "special_tokens_map.json")
 KEYFRAMES: dict[str, Any] = {"sample_fps": 1.0, "min_keyframes": 4, "max_keyframes": 32}
-PERCEPTION_TOKENS = 64
-REASONING_TOKENS = 48
+PERCEPTION_TOKENS = MINI_WORLD_MAX_NEW_TOKENS["perception"]
+REASONING_TOKENS = MINI_WORLD_MAX_NEW_TOKENS["reasoning"]
 
 
 def _spec(model: Path | str, max_new_tokens: int, temperature: float = 0.0, batch_size: int = 8) -> dict[str, Any]:
@@ -85,9 +87,11 @@ def prepare_world(world: Path, out: Path) -> dict[str, int]:
     return counts
 
 
-def label_records(cache_records: Sequence[Mapping[str, Any]], world: Path, keyframes: Mapping[str, Any]
-                  ) -> list[dict[str, Any]]:
-    """Row (e): the same questions and key frames, described from the renderer's labels."""
+def label_records(cache_records: Sequence[Mapping[str, Any]], world: Path, keyframes: Mapping[str, Any],
+                  motion: Any = None) -> list[dict[str, Any]]:
+    """Row (e): the same questions and key frames, described from the renderer's labels;
+    the actions from `motion` (odometry, as in the other rows) when given, else from the
+    camera poses by the captions' rule."""
     from embodied_r_ros.sample_data.captions import SeenObject, first_caption, motion_action, pair_caption
     from embodied_r_training.perception_cache import build_record
 
@@ -95,19 +99,46 @@ def label_records(cache_records: Sequence[Mapping[str, Any]], world: Path, keyfr
     texts_of: dict[str, list[str]] = {}
     for r in cache_records:
         room = r["scene_name"]
+        known = keyframes[r["video_path"]]
         if room not in texts_of:
             labels = json.loads((world / "labels" / f"{room}.json").read_text())
-            frames = keyframes[r["video_path"]]["source_frames"]
+            frames = known["source_frames"]
+            measured = motion(r, known) if motion else None
             objs = [[SeenObject.from_json(o) for o in labels["frames"][i]["objects"]] for i in frames]
             texts = [first_caption(objs[0])]
             for k in range(1, len(frames)):
-                action = motion_action(labels["frames"][frames[k - 1]]["pose"], labels["frames"][frames[k]]["pose"])
+                action = (measured[k] if measured else None) or motion_action(
+                    labels["frames"][frames[k - 1]]["pose"], labels["frames"][frames[k]]["pose"])
                 texts.append(pair_caption(action, objs[k - 1], objs[k]))
             texts_of[room] = texts
         derived = ("mode", "solution", "prompt", "video_text", "frames", "keyframes")
         base = {k: v for k, v in r.items() if k not in derived}
-        out.append(build_record(base, "streaming", keyframes[r["video_path"]], texts_of[room]))
+        out.append(build_record(base, "streaming", known, texts_of[room]))
     return out
+
+
+def odometry_motion(world: Path) -> Any:
+    """`motion` for `perception_cache.cache_split`: the action between consecutive key frames
+    measured from the clip's camera track (what the robot's /odom gives, written into the
+    world's bags), with the robot's own `core.perception.odometry.measured_action`."""
+    from embodied_r_ros.core.perception.odometry import Pose2D, PoseHistory, measured_action
+
+    tracks: dict[str, tuple[PoseHistory, list[float]]] = {}
+
+    def motion(record: Mapping[str, Any], keyframes: Mapping[str, Any]) -> list[str | None]:
+        room = record["scene_name"]
+        if room not in tracks:
+            frames = json.loads((world / "labels" / f"{room}.json").read_text())["frames"]
+            history = PoseHistory(max_age_s=1e12)
+            for f in frames:
+                p = f["pose"]
+                history.add(Pose2D(p["x"], p["y"], p["yaw"], stamp_s=float(f["stamp_s"])))
+            tracks[room] = (history, [float(f["stamp_s"]) for f in frames])
+        history, stamps = tracks[room]
+        src = list(keyframes["source_frames"])
+        return [None] + [measured_action(history, stamps[a], stamps[b]) for a, b in zip(src, src[1:])]
+
+    return motion
 
 
 def question_only(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -332,16 +363,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     eval_rooms = set(test_rooms[: args.eval_rooms])
     test = [r for r in read_jsonl(prepared / "test.jsonl") if r["scene_name"] in eval_rooms]
     val = read_jsonl(prepared / "val.jsonl")
-    for split, recs in (("train", lm_train), ("val", val), ("test", test)):
+    # Actions between key frames come from odometry (the robot's perception.use_odometry),
+    # as in the mini-world model setup; "test_vlm_actions" keeps the perception model's own
+    # guesses for row (g).
+    motion = odometry_motion(world)
+    for split, recs, with_odometry in (("train", lm_train, True), ("val", val, True), ("test", test, True),
+                                       ("test_vlm_actions", test, False)):
         if not (cache / f"{split}.streaming.jsonl").exists():
-            clock.run(f"perception cache {split}", lambda recs=recs, split=split: cache_split(
+            clock.run(f"perception cache {split}", lambda recs=recs, split=split, odo=with_odometry: cache_split(
                 recs, perceiver=lambda: make_perceiver(spec), out=cache, split=split, mode="streaming",
-                keyframe_params=KeyFrameParams(**KEYFRAMES), batch_size=8, workers=1))
+                keyframe_params=KeyFrameParams(**KEYFRAMES), batch_size=8, workers=1,
+                motion=motion if odo else None))
     train_cache = read_jsonl(cache / "train.streaming.jsonl")
     test_cache = read_jsonl(cache / "test.streaming.jsonl")
+    test_vlm_actions = read_jsonl(cache / "test_vlm_actions.streaming.jsonl")
     labels_path = out / "cache_labels" / "test.streaming.jsonl"
     if not labels_path.exists():
-        _write_jsonl(labels_path, label_records(test_cache, world, load_keyframes(cache)))
+        _write_jsonl(labels_path, label_records(test_cache, world, load_keyframes(cache), motion))
     test_labels = read_jsonl(labels_path)
 
     # Reasoning: warm-up, then GRPO with and without the consistency reward.
@@ -387,6 +425,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "(d) GRPO, no consistency reward": (out / "grpo_no_consistency" / "final", test_cache),
         "(e) GRPO, label descriptions (upper bound)": (out / "grpo" / "final", test_labels),
         "(f) GRPO, no descriptions (question only)": (out / "grpo" / "final", question_only(test_cache)),
+        "(g) GRPO, the perception model's actions (no odometry)": (out / "grpo" / "final", test_vlm_actions),
     }
     for i, (name, (model, recs)) in enumerate(evals.items()):
         rows[name] = clock.run(f"evaluate {name}", lambda model=model, recs=recs, i=i, name=name: evaluate_row(
@@ -419,15 +458,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training rooms whose frames teach captions (none of the reasoning model's rooms)")
     p.add_argument("--warmup-rooms", type=int, default=45, help="training rooms of the worked examples")
     p.add_argument("--grpo-rooms", type=int, default=25, help="training rooms GRPO trains on")
-    p.add_argument("--vlm-minutes", type=float, default=14.0,
+    p.add_argument("--vlm-minutes", type=float, default=20.0,
                    help="time budget of the caption training on images alone")
     p.add_argument("--vlm-prompt-minutes", type=float, default=6.0,
                    help="time budget of the caption training with the robot's prompts")
-    p.add_argument("--lm-epochs", type=int, default=3)
-    p.add_argument("--lm-minutes", type=float, default=5.0)
+    p.add_argument("--lm-epochs", type=int, default=8, help="epochs of the reasoning warm-up")
+    p.add_argument("--lm-minutes", type=float, default=10.0, help="time budget of the reasoning warm-up")
     p.add_argument("--grpo-stage-epochs", type=int, default=1, help="epochs of each of stages 1 and 2")
     p.add_argument("--grpo-final-epochs", type=int, default=2, help="epochs of stage 3 (each arm)")
-    p.add_argument("--grpo-minutes", type=float, default=4.0, help="time budget of each GRPO run")
+    p.add_argument("--grpo-minutes", type=float, default=5.0, help="time budget of each GRPO run")
     p.add_argument("--eval-rooms", type=int, default=25, help="test rooms of the results table")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (1: on a shared 2-core machine more threads were 7x slower)")
