@@ -4,7 +4,8 @@ Every answer is computed from the scene: which object pixels were drawn in which
 where the objects stand, and the scripted camera path. Questions whose answer would sit
 close to a decision boundary (an object almost exactly behind, two objects at nearly the
 same distance) are avoided, so the ground truth is unambiguous. The correct option's
-letter rotates from question to question so the letters are balanced.
+letter is drawn among the letters least used so far by questions with as many options:
+balanced within a clip, uniform for every kind across clips.
 
 Records follow the dataset format (Question_id, video_id, question_category, question,
 answer, scene_name) and add ``question_text`` and ``choices`` (options without letters)
@@ -64,17 +65,22 @@ class _Builder:
         self.video_id = video_id
         self.rng = np.random.default_rng(seed)
         self.records: list[dict[str, Any]] = []
-        self.letter_counts: dict[str, int] = {}
+        self.letter_counts: dict[tuple[int, str], int] = {}
 
     def add(
         self, category: str, text: str, correct: str, distractors: list[str], truth: dict[str, Any]
     ) -> None:
         options = [correct] + [d for d in dict.fromkeys(distractors) if d != correct]
         n = len(options)
-        # Put the answer on the least-used letter so far (ties: rotate with the count).
-        k = len(self.records)
-        target = min(range(n), key=lambda i: (self.letter_counts.get(LETTERS[i], 0), (i - k) % n))
-        self.letter_counts[LETTERS[target]] = self.letter_counts.get(LETTERS[target], 0) + 1
+        # The answer goes on a letter least used so far by this clip's questions with as
+        # many options, drawn at random among those: the letters stay balanced within a
+        # clip, and the letter of any one kind of question is uniform across clips (a
+        # fixed tie-break would put, e.g., every 4-option question on D after three
+        # 3-option ones, which a model learns from the question text alone).
+        used = [self.letter_counts.get((n, LETTERS[i]), 0) for i in range(n)]
+        least = [i for i in range(n) if used[i] == min(used)]
+        target = int(least[int(self.rng.integers(len(least)))])
+        self.letter_counts[(n, LETTERS[target])] = used[target] + 1
         others = options[1:]
         order = self.rng.permutation(len(others))
         others = [others[i] for i in order]

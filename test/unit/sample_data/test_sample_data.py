@@ -364,3 +364,28 @@ def test_make_sample_sqlite_compressed(tmp_path):
     assert list_topics(bag) == {"/camera/image_raw/compressed": "sensor_msgs/msg/CompressedImage"}
     assert any(p.suffix == ".db3" for p in bag.iterdir())
     assert len(list(read_image_bag(bag))) == 33
+
+
+def test_answer_letter_of_each_question_kind_is_uniform_across_clips():
+    """The letter of a question at a given place in a clip's sequence (what its kind
+    decides) must not be predictable: with a fixed tie-break every 4-option question after
+    three 3-option ones landed on D, which a text model learns from the question alone."""
+    from types import SimpleNamespace
+
+    from embodied_r_ros.sample_data.questions import _Builder
+
+    sizes = [3, 3, 4, 3, 4, 4, 3, 4]  # options per question, in the order a clip asks them
+    per_place: list[dict[str, int]] = [{} for _ in sizes]
+    clips = 600
+    for seed in range(clips):
+        b = _Builder(SimpleNamespace(scene_name="room", stamps_s=[0.0]), "v", seed)  # type: ignore[arg-type]
+        for k, n in enumerate(sizes):
+            b.add("kind", "which?", "right", [f"wrong {i}" for i in range(n - 1)], {})
+            letter = b.records[-1]["answer"]
+            per_place[k][letter] = per_place[k].get(letter, 0) + 1
+            assert b.records[-1]["choices"]["ABCD".index(letter)] == "right"
+        letters = [r["answer"] for r in b.records]
+        assert max(letters.count(x) for x in set(letters)) <= 3  # balanced within the clip
+    for k, n in enumerate(sizes):
+        shares = [per_place[k].get(x, 0) / clips for x in "ABCD"[:n]]
+        assert min(shares) > 0.6 / n and max(shares) < 1.4 / n, (k, per_place[k])
