@@ -165,6 +165,25 @@ def chance(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return cats
 
 
+def reading_row(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Row (h): the worked reasoning's rule-based reading (`worked.read`) applied as rules,
+    no model; a question it cannot read counts as a uniform guess."""
+    from embodied_r_ros.core.prompts.reasoning import parse_choices
+    from embodied_r_training.mini_world import worked
+
+    per: dict[str, list[float]] = {}
+    for r in records:
+        choices = [text for _, text in parse_choices(r["question"])]
+        got = worked.read(r["question"], worked.parse_frames(r.get("frames") or []))
+        k = worked.match_option(got[1], choices) if got else None
+        score = (1.0 / len(choices)) if k is None else float("ABCDEFGH"[k] == r["answer"])
+        per.setdefault(r["question_category"], []).append(score)
+    cats = {c: 100.0 * sum(v) / len(v) for c, v in per.items()}
+    n = sum(len(v) for v in per.values())
+    return {"overall": 100.0 * sum(sum(v) for v in per.values()) / max(n, 1),
+            "avg": sum(cats.values()) / max(len(cats), 1), "per_category": cats, "n": n}
+
+
 def grpo_config(out_dir: Path, policy: Path, judge: Path, train: Path, *, stages: Sequence[Mapping[str, Any]],
                 epochs: int, seed: int) -> dict[str, Any]:
     """A GRPO run of the project's training/grpo.py: the paper's objective and sampling,
@@ -332,7 +351,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             texts += worked.vocabulary()
             tok = models.build_world_tokenizer(texts)
             models.new_vlm(vlm_dir, tok, seed=args.seed)
-            models.new_lm(lm_init, tok, seed=args.seed)
+            models.new_lm(lm_init, tok, seed=args.seed, hidden=args.lm_hidden, layers=args.lm_layers)
         clock.run("build models", build)
     report: dict[str, Any] = {"world": summary["counts"], "settings": vars(args)}
     if not (mdir / "vlm.done.json").exists():
@@ -430,6 +449,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for i, (name, (model, recs)) in enumerate(evals.items()):
         rows[name] = clock.run(f"evaluate {name}", lambda model=model, recs=recs, i=i, name=name: evaluate_row(
             name, model, recs, out / "eval" / f"row{i}", warm_dir))
+    rows["(h) rule-based reading, no model"] = reading_row(test_cache)
     report["rows"] = rows
     report["table"] = results_table(rows, list(rows))
     report["wall_times_s"] = clock.times
@@ -462,6 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time budget of the caption training on images alone")
     p.add_argument("--vlm-prompt-minutes", type=float, default=6.0,
                    help="time budget of the caption training with the robot's prompts")
+    p.add_argument("--lm-hidden", type=int, default=128, help="hidden size of the reasoning model")
+    p.add_argument("--lm-layers", type=int, default=3, help="layers of the reasoning model")
     p.add_argument("--lm-epochs", type=int, default=8, help="epochs of the reasoning warm-up")
     p.add_argument("--lm-minutes", type=float, default=10.0, help="time budget of the reasoning warm-up")
     p.add_argument("--grpo-stage-epochs", type=int, default=1, help="epochs of each of stages 1 and 2")

@@ -80,9 +80,6 @@ def test_perception_answers_the_robot_prompt_in_the_caption_form(held_out_replie
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="the shipped perception model does not yet ground its captions in "
-                   "the image within the CPU training budget (object recall on held-out rooms is "
-                   "reported in docs/mini_world.md)")
 def test_perception_names_objects_of_a_held_out_room(held_out_replies) -> None:  # type: ignore[no-untyped-def]
     texts, truths = held_out_replies
     truth_n = named = placed = 0
