@@ -1,9 +1,10 @@
 """Supervised captions for the world's perception model (Qwen2.5-VL architecture).
 
-Examples come from the training rooms: frames sampled once a second from each clip, as
-the key-frame rules sample them. A single frame is paired with the robot's first-frame
-prompt and a caption of the objects in view; two frames one to four seconds apart with
-the pair prompt and the three-part reply (action from the camera poses, new objects,
+Examples come from the training rooms: for training every frame of each clip (2 fps;
+`measure` draws from the frames sampled once a second, as the key-frame rules sample
+them). A single frame is paired with the robot's first-frame prompt and a caption of the
+objects in view; two frames one to four seconds apart with the pair prompt and the
+three-part reply (action from the camera poses, new objects,
 objects in view). Captions are written from the renderer's per-pixel labels
 (`sample_data.captions`), so no model and no human writes them. The images go through
 the same JPEG encoding as on the robot (`core.backends.images.model_images`).
