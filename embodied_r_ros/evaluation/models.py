@@ -36,11 +36,15 @@ def tiny_overrides(artifacts: str | Path, roles: list[str] | tuple[str, ...] = R
     where = {"perception": paths.vlm, "reasoning": paths.lm}
     overrides: dict[str, Any] = {}
     for role in roles:
-        overrides.update({f"{role}.model": str(where[role]), f"{role}.backend": "transformers",
-                          f"{role}.device": "cpu", f"{role}.dtype": "float32",
-                          f"{role}.temperature": 0.0,
-                          f"{role}.max_new_tokens": TINY_MAX_NEW_TOKENS[role]})
+        overrides.update(_local_cpu_model(role, where[role], TINY_MAX_NEW_TOKENS[role]))
     return overrides
+
+
+def _local_cpu_model(role: str, model: Path, max_new_tokens: int) -> dict[str, Any]:
+    """Overrides that run `role` on the local model folder `model`: transformers on the
+    CPU, float32, greedy decoding, at most `max_new_tokens`."""
+    return {f"{role}.model": str(model), f"{role}.backend": "transformers", f"{role}.device": "cpu",
+            f"{role}.dtype": "float32", f"{role}.temperature": 0.0, f"{role}.max_new_tokens": max_new_tokens}
 
 
 # The mini world's trained checkpoints (training/mini_world), shipped in the package.
@@ -63,10 +67,7 @@ def mini_world_overrides(roles: list[str] | tuple[str, ...] = ROLES) -> dict[str
     (`perception.use_odometry`, the world's bags carry /odom), as in its training."""
     overrides: dict[str, Any] = {"perception.use_odometry": True} if "perception" in roles else {}
     for role in roles:
-        overrides.update({f"{role}.model": str(MINI_WORLD_MODELS[role]), f"{role}.backend": "transformers",
-                          f"{role}.device": "cpu", f"{role}.dtype": "float32",
-                          f"{role}.temperature": 0.0,
-                          f"{role}.max_new_tokens": MINI_WORLD_MAX_NEW_TOKENS[role]})
+        overrides.update(_local_cpu_model(role, MINI_WORLD_MODELS[role], MINI_WORLD_MAX_NEW_TOKENS[role]))
     return overrides
 
 

@@ -28,7 +28,7 @@ from embodied_r_ros import graph
 from embodied_r_ros.core import parameters as cfg
 
 from helpers.env import REPO_ROOT, fresh_ros_domain
-from helpers.launch_stand_in import recording_launch_modules
+from helpers.launch_stand_in import load_launch_file
 from helpers.running import Running
 
 REPO = REPO_ROOT
@@ -99,14 +99,7 @@ def _effective(ros_args: list[str]) -> dict:  # type: ignore[type-arg]
 
 
 def test_launch_file_and_runner_give_the_same_effective_parameters(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import importlib.util
-
-    for name, module in recording_launch_modules().items():
-        monkeypatch.setitem(sys.modules, name, module)
-    spec = importlib.util.spec_from_file_location("embodied_r_launch",
-                                                  REPO / "launch" / "embodied_r.launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = load_launch_file(monkeypatch)
     opaque = module.generate_launch_description().args[0][-1]
     context = {a.name: a.default for a in graph.LAUNCH_ARGUMENTS}
     context.update(models="remote_vlm", reasoning_model="/path/to/lm", autostart="false")

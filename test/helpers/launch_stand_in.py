@@ -3,8 +3,14 @@ launch file builds, so tests can execute it (the only mock of the launch tests).
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import types
 from typing import Any
+
+import pytest
+
+from helpers.env import REPO_ROOT
 
 
 def recording_launch_modules() -> dict[str, types.ModuleType]:
@@ -34,3 +40,16 @@ def recording_launch_modules() -> dict[str, types.ModuleType]:
     setattr(ros_actions, "LifecycleNode", Record)
     return {"launch": launch, "launch.actions": actions, "launch.substitutions": subs,
             "launch_ros": launch_ros, "launch_ros.actions": ros_actions}
+
+
+def load_launch_file(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """launch/embodied_r.launch.py executed as `ros2 launch` imports it, over the recording
+    stand-ins (put into sys.modules for the test's duration)."""
+    for name, module in recording_launch_modules().items():
+        monkeypatch.setitem(sys.modules, name, module)
+    spec = importlib.util.spec_from_file_location("embodied_r_launch",
+                                                  REPO_ROOT / "launch" / "embodied_r.launch.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -11,10 +11,10 @@ perception model's, in training), never from the renderer's labels:
 * progress evaluation: the actions between the key frames, repeats merged;
 * where an object is now or was at a moment (relative direction, landmark position,
   route planning): where it was last named, and the turns since; each turn of a key frame
-  counts `TURN_DEG` degrees (the mean heading change of a turning key frame on training
-  rooms), a position word counts the middle of its fifth of the 70-degree view.
+  counts `TURN_DEG` degrees (chosen on training rooms), a position word counts the middle
+  of its fifth of the 70-degree view.
 
-The reading ends in an answer text; `worked_example` keeps it only when that text is the
+The reading ends in an answer text; `lm_sft.worked_reasoning` keeps it only when that text is the
 graded answer of the question (the rule-based reading fails where perception missed an
 object, and on kinds it cannot read: relative distance and "standing by A facing B"
 questions get a one-sentence reasoning naming the answer, as before).
@@ -30,8 +30,10 @@ from typing import Any
 from embodied_r_ros.core.prompts.reasoning import parse_choices
 from embodied_r_ros.sample_data.captions import POSITION_WORDS
 
-# Mean heading change (degrees) of a key frame whose action is a turn, on training rooms
-# with the robot's key-frame rules (camera scripts turn 45, 90 or 135 degrees at a time).
+# Degrees one turning key frame counts. On training rooms, with the robot's key-frame
+# rules, a turning key frame changes the heading by 47.5 degrees on average (the camera
+# scripts turn 45, 90 or 135 degrees at a time); 55 read the label-derived descriptions of
+# training rooms best (tried 47.5, 55, 60).
 TURN_DEG = 55.0
 HFOV_DEG = 70.0
 _POSITION_BEARING = {w: (0.5 - (i + 0.5) / len(POSITION_WORDS)) * HFOV_DEG for i, w in enumerate(POSITION_WORDS)}

@@ -24,7 +24,7 @@ from embodied_r_ros import graph
 from embodied_r_ros.core import parameters as cfg
 
 from helpers.env import REPO_ROOT
-from helpers.launch_stand_in import recording_launch_modules
+from helpers.launch_stand_in import load_launch_file
 
 REPO = REPO_ROOT
 PARAMS = REPO / "config" / "embodied_r.yaml"
@@ -146,12 +146,7 @@ def test_graph_launch_builds_the_documented_command_lines(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("graph_name", sorted(graph.GRAPHS))
 def test_launch_file_starts_what_the_runner_starts(monkeypatch, graph_name: str) -> None:  # type: ignore[no-untyped-def]
-    for name, module in recording_launch_modules().items():
-        monkeypatch.setitem(sys.modules, name, module)
-    spec = importlib.util.spec_from_file_location("embodied_r_launch",
-                                                  REPO / "launch" / "embodied_r.launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = load_launch_file(monkeypatch)
     description = module.generate_launch_description()
     declared = {a.args[0]: a.kwargs for a in description.args[0][:-1]}
     assert set(declared) == {a.name for a in graph.LAUNCH_ARGUMENTS}
