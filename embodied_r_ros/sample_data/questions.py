@@ -25,10 +25,37 @@ from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.core.types import OPTION_LETTERS
 from embodied_r_ros.sample_data.scene import SyntheticClip
 
-__all__ = ["BACK_RULE", "QUESTION_KINDS", "SAMPLE_KINDS", "format_question", "make_questions"]
+__all__ = ["BACK_RULE", "NO_TURN", "QUESTION_KINDS", "QUESTION_TEXTS", "SAMPLE_KINDS", "format_question",
+           "make_questions", "route_choices"]
 
 LETTERS = OPTION_LETTERS
 BACK_RULE = "An object is to my back if I would have to turn at least 135 degrees in order to face it."
+NO_TURN = "I did not turn again"
+# The wording of each question kind that names objects (str.format fields in braces); the
+# reasoning curriculum (training/mini_world/curriculum.py) asks its text episodes the same.
+QUESTION_TEXTS = {
+    "appearance_order": "What is the order in which the following objects first appear in the video: {names}?",
+    "direction_now": ("Where I am standing now, at the end of the video, and facing the way I face now, "
+                      "is the {name} to my left, right, or back? " + BACK_RULE),
+    "direction_then": ("At the moment I first saw the {anchor}, was the {name} to my left, right, "
+                       "or back? " + BACK_RULE),
+    "next_turn": "After I first saw the {name}, what was the next turn I made?",
+    "route": "From where I am now, facing the way I face now, how do I get to the {name}?",
+    "landmark_position": "At the end of the video, where is the {name} relative to me?",
+}
+
+
+def route_choices(side: str, turn_deg: int, dist: float) -> tuple[str, list[str]]:
+    """(correct, distractors) of a route-planning question: turn `turn_deg` degrees to
+    `side`, then walk `dist` metres."""
+    other = "right" if side == "left" else "left"
+    alt_deg = 135 if turn_deg != 135 else 45
+    correct = f"rotate {side} about {turn_deg} degrees, then move forward about {dist:.1f} m"
+    return correct, [
+        f"rotate {other} about {turn_deg} degrees, then move forward about {dist:.1f} m",
+        f"rotate {side} about {alt_deg} degrees, then move forward about {dist:.1f} m",
+        f"move backward about {dist:.1f} m",
+    ]
 
 
 def format_question(text: str, choices: list[str]) -> str:
@@ -122,8 +149,7 @@ def _appearance_order(b: _Builder) -> None:
     idx = b.rng.choice(len(perms), size=3, replace=False)
     b.add(
         "appearance_order",
-        "What is the order in which the following objects first appear in the video: "
-        f"{', '.join(listed)}?",
+        QUESTION_TEXTS["appearance_order"].format(names=", ".join(listed)),
         correct,
         [perms[i] for i in idx],
         {"first_seen_s": {n: round(t, 3) for t, n in picked}},
@@ -147,8 +173,7 @@ def _direction_now(b: _Builder) -> None:
     name, side = (hidden or candidates)[0]
     b.add(
         "object_rel_direction",
-        f"Where I am standing now, at the end of the video, and facing the way I face now, "
-        f"is the {name} to my left, right, or back? {BACK_RULE}",
+        QUESTION_TEXTS["direction_now"].format(name=name),
         side,
         [s for s in ("left", "right", "back") if s != side],
         {"bearing_deg": round(clip.bearing_deg(name, t_end), 2), "time_s": round(t_end, 3)},
@@ -169,8 +194,7 @@ def _direction_then(b: _Builder) -> None:
                 continue
             b.add(
                 "object_rel_direction",
-                f"At the moment I first saw the {anchor}, was the {o.name} to my left, right, "
-                f"or back? {BACK_RULE}",
+                QUESTION_TEXTS["direction_then"].format(anchor=anchor, name=o.name),
                 side,
                 [s for s in ("left", "right", "back") if s != side],
                 {"bearing_deg": round(clip.bearing_deg(o.name, t), 2), "time_s": round(t, 3)},
@@ -230,7 +254,6 @@ def _distance(b: _Builder) -> None:
 
 def _next_turn(b: _Builder) -> None:
     clip = b.clip
-    no_turn = "I did not turn again"
     firsts = sorted((t, o.name) for o in clip.objects if (t := clip.first_seen(o.name)) is not None)
     for t, name in firsts:
         turns = [s for s in clip.segments if s.action.startswith("rotate") and s.start_s >= t]
@@ -239,9 +262,9 @@ def _next_turn(b: _Builder) -> None:
         correct = turns[0].action
         b.add(
             "action_generation",
-            f"After I first saw the {name}, what was the next turn I made?",
+            QUESTION_TEXTS["next_turn"].format(name=name),
             correct,
-            [a for a in ("rotate left", "rotate right") if a != correct] + [no_turn],
+            [a for a in ("rotate left", "rotate right") if a != correct] + [NO_TURN],
             {"first_seen_s": round(t, 3), "turn_start_s": round(turns[0].start_s, 3)},
         )
         return
@@ -260,18 +283,10 @@ def _route(b: _Builder) -> None:
             continue
         turn_deg = int(round(steps) * 45)
         dist = clip.distance_from_camera(o.name, t_end)
-        side = "left" if bearing > 0 else "right"
-        other = "right" if side == "left" else "left"
-        alt_deg = 135 if turn_deg != 135 else 45
-        correct = f"rotate {side} about {turn_deg} degrees, then move forward about {dist:.1f} m"
-        distractors = [
-            f"rotate {other} about {turn_deg} degrees, then move forward about {dist:.1f} m",
-            f"rotate {side} about {alt_deg} degrees, then move forward about {dist:.1f} m",
-            f"move backward about {dist:.1f} m",
-        ]
+        correct, distractors = route_choices("left" if bearing > 0 else "right", turn_deg, dist)
         b.add(
             "route_planning",
-            f"From where I am now, facing the way I face now, how do I get to the {o.name}?",
+            QUESTION_TEXTS["route"].format(name=o.name),
             correct,
             distractors,
             {"bearing_deg": round(bearing, 2), "distance_m": round(dist, 3), "time_s": round(t_end, 3)},
@@ -331,7 +346,7 @@ def _landmark_position(b: _Builder) -> None:
             continue
         b.add(
             "landmark_position",
-            f"At the end of the video, where is the {o.name} relative to me?",
+            QUESTION_TEXTS["landmark_position"].format(name=o.name),
             where,
             [s for s in sectors if s != where],
             {"bearing_deg": round(bearing, 2), "time_s": round(t_end, 3)},

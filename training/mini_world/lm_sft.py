@@ -12,6 +12,7 @@ model, as the paper uses a frozen reference LM.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from collections.abc import Mapping, Sequence
@@ -95,10 +96,20 @@ def _batch(tokenizer: Any, pairs: Sequence[tuple[list[dict[str, str]], str]]) ->
     return {"input_ids": ids, "attention_mask": att, "labels": labels}
 
 
+def learning_rate(peak: float, done: float, warmup: float = 0.05) -> float:
+    """Learning rate at fraction `done` of a run: linear rise to `peak` over `warmup`, then
+    a cosine to zero."""
+    if done < warmup:
+        return peak * max(done, 1e-3) / warmup
+    return peak * 0.5 * (1.0 + math.cos(math.pi * min((done - warmup) / (1.0 - warmup), 1.0)))
+
+
 def train_lm(model_dir: Path, pairs: Sequence[tuple[list[dict[str, str]], str]], *, epochs: int = 3,
              batch_size: int = 8, lr: float = 1e-3, seed: int = 0, progress: bool = True,
-             max_minutes: float | None = None) -> dict[str, Any]:
-    """Supervised training of the causal LM in `model_dir`, in place."""
+             max_minutes: float | None = None, desc: str = "lm warm-up") -> dict[str, Any]:
+    """Supervised training of the causal LM in `model_dir`, in place. The learning rate
+    rises over the first 5% of the run and falls on a cosine to zero at its end, the end
+    being the last step or the time budget `max_minutes`, whichever comes first."""
     import torch
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -111,20 +122,23 @@ def train_lm(model_dir: Path, pairs: Sequence[tuple[list[dict[str, str]], str]],
     data = list(pairs)
     steps = epochs * ((len(data) + batch_size - 1) // batch_size)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
     history: list[dict[str, float]] = []
     start = time.monotonic()
-    bar = tqdm(total=steps, desc="lm warm-up", disable=not progress)
+    bar = tqdm(total=steps, desc=desc, disable=not progress)
     step = 0
     stop = False
     for _ in range(epochs):
         rng.shuffle(data)
         for k in range(0, len(data), batch_size):
+            done = step / steps
+            if max_minutes:
+                done = max(done, (time.monotonic() - start) / (max_minutes * 60))
+            for group in opt.param_groups:
+                group["lr"] = learning_rate(lr, done)
             loss = model(**_batch(tokenizer, data[k : k + batch_size])).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
-            sched.step()
             opt.zero_grad()
             step += 1
             value = float(loss.detach())

@@ -112,7 +112,8 @@ def new_vlm(folder: str | Path, tokenizer: Any, *, seed: int = 0, hidden: int = 
     return folder
 
 
-def new_lm(folder: str | Path, tokenizer: Any, *, seed: int = 0, hidden: int = 128, layers: int = 3) -> Path:
+def new_lm(folder: str | Path, tokenizer: Any, *, seed: int = 0, hidden: int = 128, layers: int = 3,
+           heads: int = 4, kv_heads: int = 2) -> Path:
     """A freshly initialised Qwen2 causal LM, saved to `folder`."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -122,7 +123,7 @@ def new_lm(folder: str | Path, tokenizer: Any, *, seed: int = 0, hidden: int = 1
     # rope_theta goes to the config's **kwargs, which its dataclass type leaves out
     config = Qwen2Config(  # type: ignore[call-arg]
         vocab_size=_padded_vocab(tokenizer), hidden_size=hidden, intermediate_size=hidden * 3,
-        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
         max_position_embeddings=4096, rope_theta=10000.0, tie_word_embeddings=True,
         bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
         pad_token_id=ids["<|endoftext|>"],

@@ -9,7 +9,9 @@ Steps (each skipped when its output exists, so a stopped run resumes):
 5. perception cache (`perception_cache.cache_split`, streaming mode, the robot's key-frame
    rules and prompts) with the trained perception model, for the warm-up, GRPO and test
    questions; and for row (e) the same key frames described from the labels instead;
-6. reasoning warm-up (worked examples + the consistency judge's prompt);
+6. reasoning: a reading curriculum on text episodes (`curriculum.py`; in a second process
+   while the perception model trains, each on one core), then the warm-up (worked
+   examples of the world's rooms + the consistency judge's prompt);
 7. GRPO (`grpo.train`, TRL) with the paper's three rewards and staged weights, the frozen
    warm-up model as the consistency reference; again without the consistency reward;
 8. evaluation (`evaluate.evaluate`) on the test rooms: the results table;
@@ -249,6 +251,38 @@ class TimeBudget:
         return _Budget()
 
 
+def _curriculum_process(model_dir: str, done: str, short_minutes: float, long_minutes: float, seed: int) -> None:
+    """Body of the curriculum's process: train, then write `done` (its report)."""
+    from embodied_r_training.mini_world.curriculum import train_curriculum
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    res = train_curriculum(Path(model_dir), short_minutes=short_minutes, long_minutes=long_minutes, seed=seed,
+                           progress=False)
+    Path(done).write_text(json.dumps(res) + "\n")
+
+
+class CurriculumJob:
+    """The reading curriculum in a process of its own (torch on one thread there too), so
+    it trains beside the perception model on a 2-core machine; `wait` joins it."""
+
+    def __init__(self, model_dir: Path, done: Path, args: argparse.Namespace) -> None:
+        import multiprocessing
+
+        self.done = done
+        self.process = multiprocessing.get_context("spawn").Process(
+            target=_curriculum_process, name="reading-curriculum",
+            args=(str(model_dir), str(done), args.curriculum_minutes, args.curriculum_long_minutes, args.seed))
+        self.process.start()
+        log.info("reading curriculum started in process %s (%.0f + %.0f minutes)", self.process.pid,
+                 args.curriculum_minutes, args.curriculum_long_minutes)
+
+    def wait(self) -> None:
+        self.process.join()
+        if self.process.exitcode != 0 or not self.done.exists():
+            raise RuntimeError(f"the reading curriculum failed (exit code {self.process.exitcode}); its traceback "
+                               "is above; rerun the same command to retry (finished steps are kept)")
+
+
 def _copy_model(src: Path, dst: Path) -> None:
     if dst.exists():
         shutil.rmtree(dst)
@@ -310,7 +344,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from embodied_r_ros.sample_data.world import WorldConfig, write_world
     from embodied_r_training.data import read_jsonl
-    from embodied_r_training.mini_world import lm_sft, models, vlm_sft, worked
+    from embodied_r_training.mini_world import curriculum, lm_sft, models, vlm_sft, worked
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -344,15 +378,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     vlm_dir, lm_init = mdir / "vlm", mdir / "lm_init"
     if not (lm_init / "model.safetensors").exists():
         def build() -> None:
-            train_q = read_jsonl(prepared / "train.jsonl")
-            texts = [q["question"] for q in train_q]
-            texts += [lm_sft.worked_completion(q["question_category"], truth[q["Question_id"]]["answer_text"],
-                                               q["answer"]) for q in train_q]
-            texts += worked.vocabulary()
-            tok = models.build_world_tokenizer(texts)
-            models.new_vlm(vlm_dir, tok, seed=args.seed)
-            models.new_lm(lm_init, tok, seed=args.seed, hidden=args.lm_hidden, layers=args.lm_layers)
+            if (vlm_dir / "model.safetensors").exists():  # a resumed run keeps its perception model
+                from transformers import AutoTokenizer
+
+                tok = AutoTokenizer.from_pretrained(vlm_dir)
+            else:
+                train_q = read_jsonl(prepared / "train.jsonl")
+                texts = [q["question"] for q in train_q]
+                texts += [lm_sft.worked_completion(q["question_category"],
+                                                   truth[q["Question_id"]]["answer_text"], q["answer"])
+                          for q in train_q]
+                texts += worked.vocabulary()
+                tok = models.build_world_tokenizer(texts)
+                models.new_vlm(vlm_dir, tok, seed=args.seed)
+            models.new_lm(lm_init, tok, seed=args.seed, hidden=args.lm_hidden, layers=args.lm_layers,
+                          heads=args.lm_heads, kv_heads=args.lm_kv_heads)
         clock.run("build models", build)
+    # The reading curriculum needs no perception: it trains in a second process meanwhile.
+    curriculum_dir, curriculum_done = mdir / "lm_curriculum", mdir / "lm_curriculum.done.json"
+    job = None
+    if not curriculum_done.exists():
+        if curriculum_dir.exists():
+            shutil.rmtree(curriculum_dir)
+        shutil.copytree(lm_init, curriculum_dir)
+        job = CurriculumJob(curriculum_dir, curriculum_done, args)
     report: dict[str, Any] = {"world": summary["counts"], "settings": vars(args)}
     if not (mdir / "vlm.done.json").exists():
         res = clock.run("perception captions", lambda: vlm_sft.train_vlm(
@@ -401,17 +450,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         _write_jsonl(labels_path, label_records(test_cache, world, load_keyframes(cache), motion))
     test_labels = read_jsonl(labels_path)
 
-    # Reasoning: warm-up, then GRPO with and without the consistency reward.
+    # Reasoning: curriculum (above), warm-up, then GRPO with and without the consistency reward.
+    if job is not None:
+        clock.run("reasoning curriculum (beyond perception)", job.wait)
+    report["lm_curriculum"] = json.loads(curriculum_done.read_text())
     warm_dir = mdir / "lm_warmup"
     warm = [r for r in train_cache if r["scene_name"] in warm_rooms]
     grpo_records = [r for r in train_cache if r["scene_name"] in grpo_rooms]
     if not (mdir / "lm_warmup.done.json").exists():
         if warm_dir.exists():
             shutil.rmtree(warm_dir)
-        shutil.copytree(lm_init, warm_dir)
+        shutil.copytree(curriculum_dir, warm_dir)
+        # Text episodes beside the world's worked examples keep the curriculum's reading.
+        pairs = lm_sft.sft_pairs(warm, truth) + curriculum.stage_pairs(
+            curriculum.make_records(args.seed * 1000 + 7, args.warmup_text_episodes, curriculum.LONG_FRAMES),
+            short=False, judge=True)
         res = clock.run("reasoning warm-up", lambda: lm_sft.train_lm(
-            warm_dir, lm_sft.sft_pairs(warm, truth), epochs=args.lm_epochs, seed=args.seed,
-            max_minutes=args.lm_minutes))
+            warm_dir, pairs, epochs=args.lm_epochs, seed=args.seed, max_minutes=args.lm_minutes))
         (mdir / "lm_warmup.done.json").write_text(json.dumps(res) + "\n")
     report["lm_warmup"] = _without_history(mdir / "lm_warmup.done.json")
     grpo_train = out / "grpo_train.jsonl"
@@ -484,6 +539,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time budget of the caption training with the robot's prompts")
     p.add_argument("--lm-hidden", type=int, default=128, help="hidden size of the reasoning model")
     p.add_argument("--lm-layers", type=int, default=3, help="layers of the reasoning model")
+    p.add_argument("--lm-heads", type=int, default=8, help="attention heads of the reasoning model")
+    p.add_argument("--lm-kv-heads", type=int, default=8, help="key/value heads of the reasoning model")
+    p.add_argument("--curriculum-minutes", type=float, default=24.0,
+                   help="time budget of the reading curriculum's first stage (short prompts)")
+    p.add_argument("--curriculum-long-minutes", type=float, default=10.0,
+                   help="time budget of its second stage (the robot's prompt)")
+    p.add_argument("--warmup-text-episodes", type=int, default=600,
+                   help="curriculum questions mixed into the warm-up's worked examples")
     p.add_argument("--lm-epochs", type=int, default=8, help="epochs of the reasoning warm-up")
     p.add_argument("--lm-minutes", type=float, default=10.0, help="time budget of the reasoning warm-up")
     p.add_argument("--grpo-stage-epochs", type=int, default=1, help="epochs of each of stages 1 and 2")

@@ -29,6 +29,7 @@ from typing import Any
 
 from embodied_r_ros.core.prompts.reasoning import parse_choices
 from embodied_r_ros.sample_data.captions import POSITION_WORDS
+from embodied_r_ros.sample_data.questions import NO_TURN
 
 # Degrees one turning key frame counts. On training rooms, with the robot's key-frame
 # rules, a turning key frame changes the heading by 47.5 degrees on average (the camera
@@ -39,7 +40,6 @@ HFOV_DEG = 70.0
 _POSITION_BEARING = {w: (0.5 - (i + 0.5) / len(POSITION_WORDS)) * HFOV_DEG for i, w in enumerate(POSITION_WORDS)}
 _NAME = r"[a-z]+ (?:box|ball|pillar|cabinet|door)"
 _ITEM = re.compile(rf"({_NAME}) ({'|'.join(sorted(POSITION_WORDS, key=len, reverse=True))})\b")
-_NO_TURN = "I did not turn again"
 
 
 @dataclass
@@ -101,6 +101,7 @@ def _sector(bearing: float) -> str:
     return "left" if bearing > 0 else "right"
 
 
+_Q_ALLOCENTRIC = re.compile(r"If I am standing by the")
 _Q_NOW = re.compile(rf"is the ({_NAME}) to my left")
 _Q_THEN = re.compile(rf"first saw the ({_NAME}), was the ({_NAME}) to my")
 _Q_LANDMARK = re.compile(rf"where is the ({_NAME}) relative to me")
@@ -114,8 +115,8 @@ def read(question: str, frames: Sequence[Frame]) -> tuple[str, str] | None:
     question is of a kind the reading does not handle or the frames lack what it needs."""
     q = question.split("\nChoices:", 1)[0]
     choices = [text for _, text in parse_choices(question)]
-    if not frames:
-        return None
+    if not frames or _Q_ALLOCENTRIC.search(q):
+        return None  # "standing by A and facing B" needs where objects stand, not read here
     end = len(frames) - 1
     if m := _Q_ORDER.search(q):
         names = [n.strip() for n in m.group(1).split(",")]
@@ -132,7 +133,7 @@ def read(question: str, frames: Sequence[Frame]) -> tuple[str, str] | None:
         nxt = next((j for j in range(k + 1, len(frames)) if _turn_sign(frames[j].action)), None)
         text = f"The {m.group(1)} is first named in frame {k}."
         if nxt is None:
-            return text + " No turn comes after it.", _NO_TURN
+            return text + " No turn comes after it.", NO_TURN
         return text + f" The next turn is in frame {nxt}: {frames[nxt].action}.", str(frames[nxt].action)
     if q.startswith("Question: Which list gives, in order, the first"):
         actions = [str(f.action) for f in frames[1:] if f.action]

@@ -111,3 +111,11 @@ def test_worked_example_uses_the_reading_only_when_it_reaches_the_graded_answer(
     (_, completion), (judge_messages, letter) = lm_sft.sft_pairs([record], {"q0": {"answer_text": answer_text}})
     assert completion == f"<think>{think}</think><answer>{record['answer']}</answer>"
     assert letter == record["answer"] and think in judge_messages[-1]["content"]
+
+
+def test_standing_by_one_object_facing_another_is_not_read() -> None:
+    # Where the agent would stand is not in the descriptions: the reading must not answer
+    # with where the target is now (it did, by matching "is the red box to my left").
+    got = _read("If I am standing by the green door and facing the blue ball, is the red box to my left, "
+                "right, or back?", ["left", "right", "back"])
+    assert got is None

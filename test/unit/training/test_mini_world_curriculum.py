@@ -1,0 +1,95 @@
+"""The reasoning model's reading curriculum: text episodes whose answers are the
+rule-based reading of their own descriptions, in the robot's prompt and the world's
+question wording."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from embodied_r_ros.core.prompts.perception import ACTIONS
+from embodied_r_ros.core.prompts.reasoning import build_reasoning_messages, parse_choices
+from embodied_r_ros.sample_data.questions import QUESTION_TEXTS
+from embodied_r_training.mini_world import curriculum, lm_sft, worked
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    return curriculum.make_records(3, 120, curriculum.LONG_FRAMES)
+
+
+def test_records_are_seeded(records: list[dict]) -> None:
+    again = curriculum.make_records(3, 120, curriculum.LONG_FRAMES)
+    assert [(r["question"], r["answer"], r["think"], r["video_text"]) for r in again] == \
+        [(r["question"], r["answer"], r["think"], r["video_text"]) for r in records]
+    other = curriculum.make_records(4, 120, curriculum.LONG_FRAMES)
+    assert [r["video_text"] for r in other] != [r["video_text"] for r in records]
+
+
+def test_answer_is_the_option_the_reading_of_the_descriptions_reaches(records: list[dict]) -> None:
+    for r in records:
+        got = worked.read(r["question"], worked.parse_frames(r["frames"]))
+        assert got is not None, r["question"]
+        choices = [text for _, text in parse_choices(r["question"])]
+        k = worked.match_option(got[1], choices)
+        assert k is not None and "ABCDEFGH"[k] == r["answer"]
+        assert got[0] == r["think"]
+    letters = Counter(r["answer"] for r in records)
+    assert set(letters) >= {"A", "B", "C"} and max(letters.values()) < 0.6 * len(records)
+    assert len({r["question_category"] for r in records}) >= 4
+
+
+def test_prompt_is_the_robots_reasoning_prompt_over_caption_lines(records: list[dict]) -> None:
+    for r in records:
+        assert r["prompt"] == build_reasoning_messages(r["video_text"], r["question"])
+        lines = [ln for ln in r["video_text"].splitlines() if ln.startswith("Frame ")]
+        assert len(lines) == len(r["frames"]) >= curriculum.LONG_FRAMES[0]
+        assert lines[0].startswith("Frame 0: Observe: ")
+        assert r["frames"][0]["action"] is None
+        assert all(f["action"] in ACTIONS for f in r["frames"][1:])
+
+
+def test_questions_use_the_worlds_wording(records: list[dict]) -> None:
+    patterns = [re.compile(re.escape(t).replace(r"\{names\}", ".+").replace(r"\{name\}", "[a-z]+ [a-z]+")
+                           .replace(r"\{anchor\}", "[a-z]+ [a-z]+") + "$") for t in QUESTION_TEXTS.values()]
+    for r in records:
+        first = r["question"].split("\nChoices:")[0].removeprefix("Question: ")
+        assert any(p.match(first) for p in patterns), first
+
+
+def test_short_stage_prompt_is_the_frame_lines_and_the_question(records: list[dict]) -> None:
+    r = records[0]
+    (message,) = curriculum.short_messages(r)
+    assert message["role"] == "user"
+    assert message["content"].startswith("Frame 0: Observe: ") and message["content"].endswith(r["question"])
+    robot = "".join(m["content"] for m in r["prompt"])
+    assert len(message["content"]) < len(robot) - 300
+    pairs = curriculum.stage_pairs(records[:5], short=False, judge=True)
+    assert len(pairs) == 10 and pairs[0][1] == f"<think>{r['think']}</think><answer>{r['answer']}</answer>"
+    assert pairs[1][1] == r["answer"]
+
+
+def test_learning_rate_rises_then_falls_to_zero_at_the_end() -> None:
+    rates = [lm_sft.learning_rate(1e-3, d / 100) for d in range(101)]
+    assert rates[0] < 1e-4 and rates[5] == pytest.approx(1e-3)
+    assert all(a >= b for a, b in zip(rates[5:], rates[6:]))
+    assert rates[100] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_curriculum_trains_a_model_the_robot_loads(tmp_path) -> None:
+    from embodied_r_ros.core.backends.factory import make_reasoner
+    from embodied_r_ros.core.backends.model_spec import ModelSpec
+    from embodied_r_training.mini_world import models
+
+    tok = models.build_world_tokenizer(worked.vocabulary(), vocab_size=600)
+    models.new_lm(tmp_path, tok, hidden=32, layers=2, heads=4, kv_heads=4)
+    report = curriculum.train_curriculum(tmp_path, short_minutes=0.03, long_minutes=0.03, seed=1, progress=False)
+    assert report["short"]["steps"] >= 1 and report["long"]["steps"] >= 1
+    assert report["short"]["loss_last"] < report["short"]["loss_first"] + 1.0
+    reasoner = make_reasoner(ModelSpec.from_dict({"backend": "transformers", "model": str(tmp_path),
+                                                  "device": "cpu", "dtype": "float32", "max_new_tokens": 8,
+                                                  "temperature": 0.0}))
+    text = reasoner.generate(curriculum.make_records(5, 1, (2, 3))[0]["prompt"])
+    assert isinstance(text, str)
