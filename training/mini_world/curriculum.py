@@ -199,7 +199,7 @@ def stage_pairs(records: Sequence[Mapping[str, Any]], *, short: bool, judge: boo
 
 
 def train_curriculum(model_dir: Path, *, short_minutes: float, long_minutes: float, seed: int = 0,
-                     threads: int = 1, progress: bool = True) -> dict[str, Any]:
+                     lr: float = 2e-3, threads: int = 1, progress: bool = True) -> dict[str, Any]:
     """Both stages on the causal LM in `model_dir`, in place; each stage stops at its time
     budget (a stage's records are more than it can use in that time)."""
     import torch
@@ -215,7 +215,7 @@ def train_curriculum(model_dir: Path, *, short_minutes: float, long_minutes: flo
             continue
         records = make_records(seed * 1000 + len(report) + 1, count, frames)
         res = lm_sft.train_lm(model_dir, stage_pairs(records, short=short, judge=not short), epochs=1,
-                              batch_size=8, lr=2e-3, seed=seed, progress=progress, max_minutes=minutes,
+                              batch_size=8, lr=lr, seed=seed, progress=progress, max_minutes=minutes,
                               desc=f"reading curriculum ({name})")
         report[name] = {k: v for k, v in res.items() if k != "history"}
         report[name]["loss_by_tenth"] = _tenths([h["loss"] for h in res["history"]])

@@ -149,7 +149,7 @@ def train_lm(model_dir: Path, pairs: Sequence[tuple[list[dict[str, str]], str]],
                 stop = True
                 break
         if stop:
-            log.warning("lm warm-up stopped at the %.0f-minute budget", max_minutes)
+            log.warning("%s stopped at the %.0f-minute budget", desc, max_minutes)
             break
     bar.close()
     model.eval()

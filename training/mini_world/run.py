@@ -251,13 +251,14 @@ class TimeBudget:
         return _Budget()
 
 
-def _curriculum_process(model_dir: str, done: str, short_minutes: float, long_minutes: float, seed: int) -> None:
+def _curriculum_process(model_dir: str, done: str, short_minutes: float, long_minutes: float, lr: float,
+                        seed: int) -> None:
     """Body of the curriculum's process: train, then write `done` (its report)."""
     from embodied_r_training.mini_world.curriculum import train_curriculum
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    res = train_curriculum(Path(model_dir), short_minutes=short_minutes, long_minutes=long_minutes, seed=seed,
-                           progress=False)
+    res = train_curriculum(Path(model_dir), short_minutes=short_minutes, long_minutes=long_minutes, lr=lr,
+                           seed=seed, progress=False)
     Path(done).write_text(json.dumps(res) + "\n")
 
 
@@ -271,7 +272,8 @@ class CurriculumJob:
         self.done = done
         self.process = multiprocessing.get_context("spawn").Process(
             target=_curriculum_process, name="reading-curriculum",
-            args=(str(model_dir), str(done), args.curriculum_minutes, args.curriculum_long_minutes, args.seed))
+            args=(str(model_dir), str(done), args.curriculum_minutes, args.curriculum_long_minutes,
+                  args.curriculum_lr, args.seed))
         self.process.start()
         log.info("reading curriculum started in process %s (%.0f + %.0f minutes)", self.process.pid,
                  args.curriculum_minutes, args.curriculum_long_minutes)
@@ -545,6 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time budget of the reading curriculum's first stage (short prompts)")
     p.add_argument("--curriculum-long-minutes", type=float, default=10.0,
                    help="time budget of its second stage (the robot's prompt)")
+    p.add_argument("--curriculum-lr", type=float, default=2e-3, help="peak learning rate of the curriculum")
     p.add_argument("--warmup-text-episodes", type=int, default=600,
                    help="curriculum questions mixed into the warm-up's worked examples")
     p.add_argument("--lm-epochs", type=int, default=8, help="epochs of the reasoning warm-up")
