@@ -271,7 +271,7 @@ class CurriculumJob:
 
         self.done = done
         self.process = multiprocessing.get_context("spawn").Process(
-            target=_curriculum_process, name="reading-curriculum",
+            target=_curriculum_process, name="reading-curriculum", daemon=True,  # ends with the run
             args=(str(model_dir), str(done), args.curriculum_minutes, args.curriculum_long_minutes,
                   args.curriculum_lr, args.seed))
         self.process.start()

@@ -93,3 +93,23 @@ def test_curriculum_trains_a_model_the_robot_loads(tmp_path) -> None:
                                                   "temperature": 0.0}))
     text = reasoner.generate(curriculum.make_records(5, 1, (2, 3))[0]["prompt"])
     assert isinstance(text, str)
+
+
+def test_curriculum_job_trains_in_its_own_process_and_reports_failure(tmp_path) -> None:
+    import argparse
+    import json
+
+    from embodied_r_training.mini_world import models
+    from embodied_r_training.mini_world.run import CurriculumJob
+
+    tok = models.build_world_tokenizer(worked.vocabulary(), vocab_size=600)
+    models.new_lm(tmp_path / "lm", tok, hidden=32, layers=2, heads=4, kv_heads=4)
+    args = argparse.Namespace(curriculum_minutes=0.02, curriculum_long_minutes=0.02, curriculum_lr=2e-3, seed=0)
+    job = CurriculumJob(tmp_path / "lm", tmp_path / "done.json", args)
+    assert job.process.pid is not None and job.process.daemon
+    job.wait()
+    report = json.loads((tmp_path / "done.json").read_text())
+    assert report["short"]["steps"] >= 1 and report["long"]["steps"] >= 1
+    broken = CurriculumJob(tmp_path / "missing", tmp_path / "never.json", args)
+    with pytest.raises(RuntimeError, match="reading curriculum failed"):
+        broken.wait()
