@@ -84,7 +84,7 @@ def text_episode(rng: random.Random, n_frames: int) -> tuple[list[str], list[str
     return names, texts
 
 
-def _options(rng: random.Random, kind: str, answer: str) -> list[str] | None:
+def _options(rng: random.Random, kind: str, answer: str) -> list[str]:
     """The options of a question of `kind` whose reading answers `answer`, shuffled."""
     from embodied_r_ros.sample_data.questions import NO_TURN, route_choices
 
@@ -116,15 +116,15 @@ def episode_records(rng: random.Random, n_frames: int, episode_id: str, per_epis
     """Up to `per_episode` questions of one text episode as cached records (the robot's
     reasoning prompt over its captions, as `perception_cache.build_record` writes them)
     with the worked reasoning in "think"."""
-    from embodied_r_ros.sample_data.questions import QUESTION_TEXTS, format_question
+    from embodied_r_ros.sample_data.questions import LETTERS, QUESTION_TEXTS, format_question
     from embodied_r_training.mini_world import worked
     from embodied_r_training.perception_cache import build_record
 
     names, texts = text_episode(rng, n_frames)
     keyframes = {"source_frames": list(range(n_frames))}
     frames = worked.parse_frames(build_record({"answer": "", "question": ""}, "streaming", keyframes, texts)["frames"])
-    first = {n: next((k for k, f in enumerate(frames) if n in f.seen), None) for n in names}
-    named = [n for n in names if first[n] is not None]
+    first = {n: k for n in names if (k := next((j for j, f in enumerate(frames) if n in f.seen), None)) is not None}
+    named = list(first)
     if not named:
         return []
     asks: list[tuple[str, str]] = []
@@ -137,7 +137,7 @@ def episode_records(rng: random.Random, n_frames: int, episode_id: str, per_epis
     later = [n for n in named if first[n]]
     if later:
         anchor = rng.choice(later)
-        before = [n for n in named if n != anchor and first[n] <= first[anchor]]  # type: ignore[operator]
+        before = [n for n in named if n != anchor and first[n] <= first[anchor]]
         if before:
             asks.append(("direction_then", QUESTION_TEXTS["direction_then"].format(anchor=anchor,
                                                                                    name=rng.choice(before))))
@@ -145,16 +145,16 @@ def episode_records(rng: random.Random, n_frames: int, episode_id: str, per_epis
     out: list[dict[str, Any]] = []
     for kind, text in asks:
         got = worked.read("Question: " + text, frames)
-        options = _options(rng, kind, got[1]) if got else None
-        if got is None or options is None:
+        if got is None:
             continue
+        options = _options(rng, kind, got[1])
         question = format_question(text, options)
         index = worked.match_option(got[1], options)
         if index is None:
             continue
         base = {"Question_id": f"{episode_id}_q{len(out)}", "video_id": episode_id,
                 "question_category": _CATEGORY[kind], "question": question,
-                "answer": "ABCDEFGH"[index], "scene_name": episode_id}
+                "answer": LETTERS[index], "scene_name": episode_id}
         record = build_record(base, "streaming", keyframes, texts)
         record["think"] = got[0]
         out.append(record)
