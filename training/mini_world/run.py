@@ -295,35 +295,60 @@ def _copy_model(src: Path, dst: Path) -> None:
 
 
 def results_table(rows: Mapping[str, Mapping[str, Any]], order: Sequence[str]) -> str:
+    """The markdown table: accuracy overall, averaged over kinds and per kind; the judge's
+    consistency rate; and how often the letter is the option the reasoning names."""
     from embodied_r_training.categories import CATEGORIES, CATEGORY_TITLES
 
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
     cats = [c for c in CATEGORIES if any(c in r.get("per_category", {}) for r in rows.values())]
-    head = "| row | overall | avg of kinds | " + " | ".join(CATEGORY_TITLES[c] for c in cats) + " | consistent |"
-    lines = [head, "|" + "---|" * (len(cats) + 4)]
+    head = ("| row | overall | avg of kinds | " + " | ".join(CATEGORY_TITLES[c] for c in cats)
+            + " | consistent | letter = reasoning's option |")
+    lines = [head, "|" + "---|" * (len(cats) + 5)]
     for name in order:
         r = rows[name]
         per = r.get("per_category", {})
-        cells = [f"{per[c]:.1f}" if c in per else "-" for c in cats]
-        cons = r.get("consistency_rate")
+        cells = [pct(per.get(c)) for c in cats]
         lines.append(f"| {name} | {r['overall']:.1f} | {r['avg']:.1f} | " + " | ".join(cells)
-                     + f" | {'-' if cons is None else f'{cons:.1f}'} |")
+                     + f" | {pct(r.get('consistency_rate'))} | {pct(r.get('follows_reasoning'))} |")
     return "\n".join(lines)
 
 
-def _row(metrics: Mapping[str, Any], predictions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _row(metrics: Mapping[str, Any], predictions: Sequence[Mapping[str, Any]],
+         questions: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A table row from an evaluation's predictions. With the questions' texts (by
+    Question_id), also the rule-based view of think-answer agreement (`worked.named_option`):
+    `names_option`, the share of answers whose reasoning's last sentence names an option;
+    `follows_reasoning`, the share of those whose letter is that option's."""
+    from embodied_r_ros.core.prompts.reasoning import parse_choices
+    from embodied_r_ros.core.qa.answer_parser import parse_reasoning_output
+    from embodied_r_ros.sample_data.questions import LETTERS
+    from embodied_r_training.mini_world import worked
+
     per: dict[str, list[float]] = {}
-    cons_num = cons_den = 0
+    cons_num = cons_den = named = follows = 0
     for p in predictions:
         per.setdefault(p["question_category"], []).append(float(p["score"]))
         if p.get("correct"):
             cons_den += 1
             cons_num += bool(p.get("consistent"))
+        if questions is not None and p["Question_id"] in questions:
+            choices = [text for _, text in parse_choices(questions[p["Question_id"]])]
+            k = worked.named_option(parse_reasoning_output(str(p.get("completion") or "")).think, choices)
+            if k is not None:
+                named += 1
+                follows += p.get("letter") == LETTERS[k]
     cats = {k: 100.0 * sum(v) / len(v) for k, v in per.items()}
     n = sum(len(v) for v in per.values())
-    return {"overall": 100.0 * sum(sum(v) for v in per.values()) / max(n, 1),
-            "avg": sum(cats.values()) / max(len(cats), 1), "per_category": cats, "n": n,
-            "consistency_rate": 100.0 * cons_num / cons_den if cons_den else None,
-            "well_formed": 100.0 * sum(bool(p.get("well_formed")) for p in predictions) / max(n, 1)}
+    row = {"overall": 100.0 * sum(sum(v) for v in per.values()) / max(n, 1),
+           "avg": sum(cats.values()) / max(len(cats), 1), "per_category": cats, "n": n,
+           "consistency_rate": 100.0 * cons_num / cons_den if cons_den else None,
+           "well_formed": 100.0 * sum(bool(p.get("well_formed")) for p in predictions) / max(n, 1)}
+    if questions is not None:
+        row["names_option"] = 100.0 * named / max(n, 1)
+        row["follows_reasoning"] = 100.0 * follows / named if named else None
+    return row
 
 
 def evaluate_row(name: str, model: Path, records: Sequence[Mapping[str, Any]], out: Path, judge: Path
@@ -334,7 +359,7 @@ def evaluate_row(name: str, model: Path, records: Sequence[Mapping[str, Any]], o
     metrics = evaluate(records, model_cfg=_spec(model, REASONING_TOKENS), out=out, name=name,
                        consistency_cfg=_spec(judge, 10, temperature=0.1),
                        consistency_options={"max_workers": 1, "timeout_s": 120})
-    return _row(metrics, read_jsonl(out / "predictions.jsonl"))
+    return _row(metrics, read_jsonl(out / "predictions.jsonl"), {r["Question_id"]: r["question"] for r in records})
 
 
 def _without_history(path: Path) -> dict[str, Any]:

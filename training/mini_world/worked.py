@@ -14,6 +14,8 @@ perception model's, in training), never from the renderer's labels:
   counts `TURN_DEG` degrees (chosen on training rooms), a position word counts the middle
   of its fifth of the 70-degree view.
 
+The reading's last sentence names the chosen option's text as the option writes it (for
+route planning, its start), so finding the answer's letter is a copy, not a paraphrase.
 The reading ends in an answer text; `lm_sft.worked_reasoning` keeps it only when that text is the
 graded answer of the question (the rule-based reading fails where perception missed an
 object, and on kinds it cannot read: relative distance and "standing by A facing B"
@@ -133,7 +135,7 @@ def read(question: str, frames: Sequence[Frame]) -> tuple[str, str] | None:
         nxt = next((j for j in range(k + 1, len(frames)) if _turn_sign(frames[j].action)), None)
         text = f"The {m.group(1)} is first named in frame {k}."
         if nxt is None:
-            return text + " No turn comes after it.", NO_TURN
+            return text + f" No turn comes after it: {NO_TURN}.", NO_TURN
         return text + f" The next turn is in frame {nxt}: {frames[nxt].action}.", str(frames[nxt].action)
     if q.startswith("Question: Which list gives, in order, the first"):
         actions = [str(f.action) for f in frames[1:] if f.action]
@@ -174,7 +176,7 @@ def read(question: str, frames: Sequence[Frame]) -> tuple[str, str] | None:
             return None
         turn = int(min(max(round(abs(bearing) / 45.0), 1), 3) * 45)
         side = "left" if bearing > 0 else "right"
-        return f"{got[0]} So I turn {side} about {turn} degrees.", f"rotate {side} about {turn} degrees"
+        return f"{got[0]} So I rotate {side} about {turn} degrees.", f"rotate {side} about {turn} degrees"
     return None
 
 
@@ -186,6 +188,20 @@ def match_option(answer_text: str, choices: Sequence[str]) -> int | None:
         return exact[0]
     starts = [i for i, c in enumerate(choices) if c.startswith(answer_text)]
     return starts[0] if len(starts) == 1 else None
+
+
+def named_option(think: str, choices: Sequence[str]) -> int | None:
+    """Index of the option a reasoning's last sentence names, by the option's text (route
+    planning: its part before ", then"); the longest one when several are named, None when
+    none is or two of the longest length are. A rule-based judge of which letter a reading
+    of this module's form supports: exact where the consistency judge model guesses."""
+    last = think.strip().rstrip(".").rsplit(". ", 1)[-1]
+    found = [(len(key), i) for i, c in enumerate(choices) if (key := c.split(", then")[0]) and
+             re.search(rf"(?<![\w-]){re.escape(key)}(?![\w-])", last)]
+    if not found:
+        return None
+    found.sort(reverse=True)
+    return found[0][1] if len(found) == 1 or found[0][0] > found[1][0] else None
 
 
 def vocabulary() -> list[str]:
@@ -203,10 +219,10 @@ def vocabulary() -> list[str]:
             f"First named: {name} in frame {k % 10}; {names[k - 1]} in frame {k % 7}. So the order is {name}, "
             f"{names[k - 1]}.",
             f"The {name} is first named in frame {k % 9}. The next turn is in frame {k % 9 + 1}: {act}. "
-            "No turn comes after it.",
+            f"No turn comes after it: {NO_TURN}.",
             f"The actions between the frames are: {act}, {act}. The first turn is {act}, and frame 1 shows {act}.",
             f"I first saw the {name} in frame {k % 8}. The {name} was {word} in frame {k % 6}. Since then I "
             f"turned: {act}. I have not turned since. So it was to my left. So now it is to my back. So now it "
-            "is ahead. So now it is behind. So I turn right about 90 degrees.",
+            "is ahead. So now it is behind. So I rotate right about 90 degrees.",
         ]
     return out

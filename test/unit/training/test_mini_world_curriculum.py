@@ -71,6 +71,16 @@ def test_short_stage_prompt_is_the_frame_lines_and_the_question(records: list[di
     assert pairs[1][1] == r["answer"]
 
 
+def test_reasonings_last_sentence_names_the_answers_option_by_its_text(records: list[dict]) -> None:
+    # So the letter is found by matching the option's own words (route planning: the
+    # option's start), and the rule-based check of the table finds it.
+    for r in records:
+        choices = [text for _, text in parse_choices(r["question"])]
+        last = r["think"].rstrip(".").rsplit(". ", 1)[-1]
+        assert dict(parse_choices(r["question"]))[r["answer"]].split(", then")[0] in last, (last, r["question"])
+        assert worked.named_option(r["think"], choices) == "ABCDEFGH".index(r["answer"])
+
+
 def test_learning_rate_rises_then_falls_to_zero_at_the_end() -> None:
     rates = [lm_sft.learning_rate(1e-3, d / 100) for d in range(101)]
     assert rates[0] < 1e-4 and rates[5] == pytest.approx(1e-3)

@@ -119,3 +119,23 @@ def test_standing_by_one_object_facing_another_is_not_read() -> None:
     got = _read("If I am standing by the green door and facing the blue ball, is the red box to my left, "
                 "right, or back?", ["left", "right", "back"])
     assert got is None
+
+
+def test_named_option_is_the_option_the_last_sentence_names() -> None:
+    direction = ["right", "back", "left"]
+    assert worked.named_option("The red box was left in frame 1. So now it is to my left.", direction) == 2
+    # An earlier sentence does not count, nor a position word inside another ("ahead-left").
+    assert worked.named_option("The red box was left in frame 1. I have not turned since.", direction) is None
+    assert worked.named_option("So now it is ahead-left.", direction) is None
+    landmark = ["ahead", "left", "right", "behind"]
+    assert worked.named_option("The box was ahead in frame 0. So now it is behind.", landmark) == 3
+    route = ["rotate left about 45 degrees, then move forward about 2.0 m",
+             "rotate right about 45 degrees, then move forward about 2.0 m", "move backward about 2.0 m"]
+    assert worked.named_option("So I rotate right about 45 degrees.", route) == 1
+    order = ["red box, blue ball", "blue ball, red box"]
+    assert worked.named_option("So the order is blue ball, red box.", order) == 1
+    # Every reading of the module names its own answer's option.
+    for text, choices in (("Where I am standing now, at the end of the video, and facing the way I face now, "
+                           "is the red box to my left, right, or back?", direction),):
+        got = _read(text, choices)
+        assert got is not None and worked.named_option(got[0], choices) == worked.match_option(got[1], choices)
