@@ -156,7 +156,7 @@ def episode_records(rng: random.Random, n_frames: int, episode_id: str, per_epis
                 "question_category": _CATEGORY[kind], "question": question,
                 "answer": LETTERS[index], "scene_name": episode_id}
         record = build_record(base, "streaming", keyframes, texts)
-        record["think"] = got[0]
+        record["think"] = worked.with_scan(got[0], options, index)
         out.append(record)
         if len(out) >= per_episode:
             break

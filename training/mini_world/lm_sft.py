@@ -48,17 +48,21 @@ def worked_completion(category: str, answer_text: str, letter: str) -> str:
 def worked_reasoning(record: Mapping[str, Any], truth: Mapping[str, Any]) -> tuple[str, bool]:
     """(think text, read) for a cached record: the rule-based reading of its descriptions
     (`worked.read`) when that reading reaches the graded answer, else the one sentence
-    naming the answer (read=False)."""
+    naming the answer (read=False); either ends with the option scan (`worked.option_scan`)
+    that reaches the answer's letter."""
     from embodied_r_ros.core.prompts.reasoning import parse_choices
     from embodied_r_training.mini_world import worked
 
+    choices = [text for _, text in parse_choices(record["question"])]
+    letters = [letter for letter, _ in parse_choices(record["question"])]
+    answer = letters.index(record["answer"]) if record["answer"] in letters else None
     got = worked.read(record["question"], worked.parse_frames(record.get("frames") or []))
     if got is not None:
-        choices = [text for _, text in parse_choices(record["question"])]
         k = worked.match_option(got[1], choices)
         if k is not None and choices[k] == truth["answer_text"]:
-            return got[0], True
-    return worked_think(record["question_category"], truth["answer_text"]), False
+            return worked.with_scan(got[0], choices, k), True
+    think = worked_think(record["question_category"], truth["answer_text"])
+    return (think if answer is None else worked.with_scan(think, choices, answer)), False
 
 
 def sft_pairs(records: Sequence[Mapping[str, Any]], truth: Mapping[str, Mapping[str, Any]],

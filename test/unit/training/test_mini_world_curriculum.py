@@ -35,7 +35,7 @@ def test_answer_is_the_option_the_reading_of_the_descriptions_reaches(records: l
         choices = [text for _, text in parse_choices(r["question"])]
         k = worked.match_option(got[1], choices)
         assert k is not None and "ABCDEFGH"[k] == r["answer"]
-        assert got[0] == r["think"]
+        assert r["think"] == worked.with_scan(got[0], choices, k)
     letters = Counter(r["answer"] for r in records)
     assert set(letters) >= {"A", "B", "C"} and max(letters.values()) < 0.6 * len(records)
     assert len({r["question_category"] for r in records}) >= 4
@@ -71,14 +71,18 @@ def test_short_stage_prompt_is_the_frame_lines_and_the_question(records: list[di
     assert pairs[1][1] == r["answer"]
 
 
-def test_reasonings_last_sentence_names_the_answers_option_by_its_text(records: list[dict]) -> None:
-    # So the letter is found by matching the option's own words (route planning: the
-    # option's start), and the rule-based check of the table finds it.
+def test_reasoning_names_the_answers_option_by_its_text_then_scans_to_its_letter(records: list[dict]) -> None:
+    # The decision names the option's own words (route planning: the option's start), so
+    # the table's rule-based check finds it; the scan then walks the options to the answer.
     for r in records:
         choices = [text for _, text in parse_choices(r["question"])]
-        last = r["think"].rstrip(".").rsplit(". ", 1)[-1]
-        assert dict(parse_choices(r["question"]))[r["answer"]].split(", then")[0] in last, (last, r["question"])
-        assert worked.named_option(r["think"], choices) == "ABCDEFGH".index(r["answer"])
+        k = "ABCDEFGH".index(r["answer"])
+        decision, scan = r["think"].split(f" {'A'}. ", 1)
+        assert choices[k].split(", then")[0] in decision.rsplit(". ", 1)[-1], (decision, r["question"])
+        assert worked.named_option(r["think"], choices) == k
+        assert f"A. {scan}" == worked.option_scan(choices, k)
+        assert scan.endswith(f"{r['answer']}. {choices[k].split(', then')[0]}: yes.") if k else scan.endswith(": yes.")
+        assert scan.count(": no") == k
 
 
 def test_learning_rate_rises_then_falls_to_zero_at_the_end() -> None:

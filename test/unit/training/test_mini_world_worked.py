@@ -107,7 +107,9 @@ def test_worked_example_uses_the_reading_only_when_it_reaches_the_graded_answer(
               "Question_id": "q0"}
     think, read = lm_sft.worked_reasoning(record, {"answer_text": answer_text})
     assert read is expect_read
-    assert think.endswith(f"to my {answer_text}.")
+    k = choices.index(answer_text)
+    assert think.endswith(f"to my {answer_text}. " + worked.option_scan(choices, k))
+    assert worked.named_option(think, choices) == k
     (_, completion), (judge_messages, letter) = lm_sft.sft_pairs([record], {"q0": {"answer_text": answer_text}})
     assert completion == f"<think>{think}</think><answer>{record['answer']}</answer>"
     assert letter == record["answer"] and think in judge_messages[-1]["content"]
@@ -134,6 +136,11 @@ def test_named_option_is_the_option_the_last_sentence_names() -> None:
     assert worked.named_option("So I rotate right about 45 degrees.", route) == 1
     order = ["red box, blue ball", "blue ball, red box"]
     assert worked.named_option("So the order is blue ball, red box.", order) == 1
+    # The option scan after the decision is not the decision: what the decision names counts.
+    assert worked.named_option("So now it is to my left. A. right: no; B. back: no; C. left: yes.", direction) == 2
+    assert worked.named_option("So now it is to my left. A. right: yes.", direction) == 2
+    assert worked.option_scan(direction, 1) == "A. right: no; B. back: yes."
+    assert worked.option_scan(route, 0) == "A. rotate left about 45 degrees: yes."
     # Every reading of the module names its own answer's option.
     for text, choices in (("Where I am standing now, at the end of the video, and facing the way I face now, "
                            "is the red box to my left, right, or back?", direction),):
