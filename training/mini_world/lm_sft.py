@@ -3,7 +3,8 @@
 A worked example is a cached training record (the robot's reasoning prompt over the
 perception model's descriptions) with a completion ``<think>...</think><answer>B</answer>``
 whose reasoning is the rule-based reading of those descriptions (`worked.read`) when it
-reaches the graded answer, else one sentence naming the graded answer. The same model also learns the consistency
+reaches the graded answer, else one sentence naming the graded answer, followed by the
+option scan up to the answer (`worked.option_scan`). The same model also learns the consistency
 judge's prompt (question, choices and a reasoning -> the letter that reasoning supports),
 so the frozen copy of the warm-up model can serve as the consistency reward's reference
 model, as the paper uses a frozen reference LM.

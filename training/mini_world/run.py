@@ -319,7 +319,8 @@ def _row(metrics: Mapping[str, Any], predictions: Sequence[Mapping[str, Any]],
          questions: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A table row from an evaluation's predictions. With the questions' texts (by
     Question_id), also the rule-based view of think-answer agreement (`worked.named_option`):
-    `names_option`, the share of answers whose reasoning's last sentence names an option;
+    `names_option`, the share of answers whose reasoning's decision (its last sentence
+    before any option scan) names an option;
     `follows_reasoning`, the share of those whose letter is that option's."""
     from embodied_r_ros.core.prompts.reasoning import parse_choices
     from embodied_r_ros.core.qa.answer_parser import parse_reasoning_output

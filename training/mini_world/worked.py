@@ -14,8 +14,9 @@ perception model's, in training), never from the renderer's labels:
   counts `TURN_DEG` degrees (chosen on training rooms), a position word counts the middle
   of its fifth of the 70-degree view.
 
-The reading's last sentence names the chosen option's text as the option writes it (for
-route planning, its start), so finding the answer's letter is a copy, not a paraphrase.
+The reading's decision (its last sentence) names the chosen option's text as the option
+writes it (for route planning, its start); the worked examples then add the option scan
+(`with_scan`: "A. right: no; B. left: yes."), so the answer's letter is copied, not looked up.
 The reading ends in an answer text; `lm_sft.worked_reasoning` keeps it only when that text is the
 graded answer of the question (the rule-based reading fails where perception missed an
 object, and on kinds it cannot read: relative distance and "standing by A facing B"
