@@ -187,9 +187,13 @@ def _publish(args: argparse.Namespace, first_pass: Iterator[tuple[float, Any, st
             if not args.loop or lap_first is None:
                 break
         progress.done()
-        time.sleep(0.5)  # let the last frames leave before the publisher goes away
+        _drain(pub, reliable=args.qos != "robot")
     except KeyboardInterrupt:
         print(file=sys.stderr)
+    except Exception:
+        if rclpy.ok():
+            raise
+        print(file=sys.stderr)  # Ctrl-C reached rclpy's handler first: the context is shut down
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
@@ -197,6 +201,21 @@ def _publish(args: argparse.Namespace, first_pass: Iterator[tuple[float, Any, st
           f"({args.qos} QoS). Next: `embodied-r ask \"What did I see first?\"` "
           "(`embodied-r status` shows how many frames the graph received).")
     return 0 if played else 1
+
+
+def _drain(pub: Any, *, reliable: bool, timeout_s: float = 30.0) -> None:
+    """Before the publisher goes away: with reliable QoS, wait (at most `timeout_s`) until
+    every subscriber has acknowledged every frame, so a subscriber that lags behind loses
+    none (a publisher that exits drops what is not delivered yet); with best effort, give
+    the last frames a moment to leave."""
+    if not reliable:
+        time.sleep(0.5)
+        return
+    from rclpy.duration import Duration
+
+    if not pub.wait_for_all_acked(Duration(seconds=timeout_s)):
+        print(f"embodied-r play: a subscriber had not received every frame after {timeout_s:.0f} s; "
+              "the rest is dropped", file=sys.stderr)
 
 
 def _image_type() -> Any:

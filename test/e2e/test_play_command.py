@@ -91,7 +91,9 @@ def test_play_a_bag_onto_the_camera_topic(sample_dir: Path) -> None:
     finally:
         camera.close()
     recorded = [round(f.stamp_s, 6) for f in iter_bag_frames(sample_dir / "sample.mcap")]
-    assert [round(s, 6) for s in camera.stamps] == recorded  # every frame, in order, its stamp
+    # every frame, in order, its stamp: the reliable publisher waits for the subscriber's
+    # acknowledgements before it exits (it once exited with 236 frames undelivered)
+    assert [round(s, 6) for s in camera.stamps] == recorded
     assert "published 321 frames" in done.stdout
     assert "playing sample.mcap on /camera/image_raw" in done.stderr  # the progress line
     assert "321/321 frames (100%)" in done.stderr
@@ -120,7 +122,7 @@ def test_play_a_video_looped_on_another_topic(tmp_path: Path) -> None:
     assert all(b > a for a, b in zip(camera.stamps, camera.stamps[1:])), "time runs forward"
     assert abs(camera.stamps[0] - 1.0) < 1e-6  # --start-time default
     assert "loop 2" in err or "loop 3" in err
-    assert "published" in out
+    assert "published" in out, err[-2000:]  # Ctrl-C ends the loop with the summary line
 
 
 def test_play_help_and_bad_input(tmp_path: Path) -> None:
