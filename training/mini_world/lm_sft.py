@@ -54,8 +54,9 @@ def worked_reasoning(record: Mapping[str, Any], truth: Mapping[str, Any]) -> tup
     from embodied_r_ros.core.prompts.reasoning import parse_choices
     from embodied_r_training.mini_world import worked
 
-    choices = [text for _, text in parse_choices(record["question"])]
-    letters = [letter for letter, _ in parse_choices(record["question"])]
+    options = parse_choices(record["question"])
+    choices = [text for _, text in options]
+    letters = [letter for letter, _ in options]
     answer = letters.index(record["answer"]) if record["answer"] in letters else None
     got = worked.read(record["question"], worked.parse_frames(record.get("frames") or []))
     if got is not None:

@@ -191,6 +191,11 @@ def match_option(answer_text: str, choices: Sequence[str]) -> int | None:
     return starts[0] if len(starts) == 1 else None
 
 
+def _option_key(choice: str) -> str:
+    """The words of an option a reading names (route planning: its part before ", then")."""
+    return choice.split(", then")[0]
+
+
 def option_scan(choices: Sequence[str], k: int) -> str:
     """The options in order up to the chosen one `k`, each with its verdict: "A. right: no;
     B. back: no; C. left: yes." (route planning: each option's part before ", then").
@@ -201,7 +206,7 @@ def option_scan(choices: Sequence[str], k: int) -> str:
     scan right 83% of the time after 3,000 steps."""
     from embodied_r_ros.sample_data.questions import LETTERS
 
-    return "; ".join(f"{LETTERS[i]}. {c.split(', then')[0]}: {'yes' if i == k else 'no'}"
+    return "; ".join(f"{LETTERS[i]}. {_option_key(c)}: {'yes' if i == k else 'no'}"
                      for i, c in enumerate(choices[: k + 1])) + "."
 
 
@@ -220,7 +225,7 @@ def named_option(think: str, choices: Sequence[str]) -> int | None:
     are. A rule-based judge of which letter a reading of this module's form supports:
     exact where the consistency judge model guesses."""
     last = _SCAN.sub("", think.strip()).rstrip(".").rsplit(". ", 1)[-1]
-    found = [(len(key), i) for i, c in enumerate(choices) if (key := c.split(", then")[0]) and
+    found = [(len(key), i) for i, c in enumerate(choices) if (key := _option_key(c)) and
              re.search(rf"(?<![\w-]){re.escape(key)}(?![\w-])", last)]
     if not found:
         return None
