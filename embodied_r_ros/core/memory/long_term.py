@@ -142,6 +142,8 @@ class LongTermMemory:
                 raise
             self.store.set_embedder(self.embedder)
         self._images: OrderedDict[tuple[str, int], np.ndarray] = OrderedDict()
+        # Key frames stored before their image arrived (the two come on separate topics).
+        self._without_image: OrderedDict[tuple[str, int], None] = OrderedDict()
         self._images_lock = threading.Lock()
 
     @property
@@ -151,13 +153,30 @@ class LongTermMemory:
     # -- writing ---------------------------------------------------------------------------
     def keyframe_image(self, episode_id: str, index: int, image: np.ndarray) -> None:
         """Remember a key frame's image until its description arrives (no copy, no work:
-        called on the camera path)."""
+        called on the camera path). An image that comes after its description (the two
+        travel on separate topics) is made into the stored row's thumbnail here."""
         if self.settings.thumbnail_px <= 0:
             return
+        key = (episode_id, index)
         with self._images_lock:
-            self._images[(episode_id, index)] = image
-            while len(self._images) > self.IMAGES_KEPT:
-                self._images.popitem(last=False)
+            late = key in self._without_image
+            if late:
+                del self._without_image[key]
+            else:
+                self._images[key] = image
+                while len(self._images) > self.IMAGES_KEPT:
+                    self._images.popitem(last=False)
+        if late:
+            thumb = self._thumbnail(image, index)
+            if thumb is not None:
+                self.store.set_thumbnail(episode_id, index, thumb)
+
+    def _thumbnail(self, image: np.ndarray, index: int) -> bytes | None:
+        try:
+            return make_thumbnail(image, self.settings.thumbnail_px, self.settings.thumbnail_quality)
+        except Exception:  # a thumbnail is optional
+            LOG.warning("could not make a thumbnail of key frame %d", index, exc_info=True)
+            return None
 
     def record(self, desc: FrameDescription, *, episode_id: str = "",
                pose: StoredPose | None = None) -> None:
@@ -167,21 +186,19 @@ class LongTermMemory:
         if desc.mode == "failed":
             return
         episode = episode_id or desc.episode_id
+        key = (episode, desc.keyframe_index)
         with self._images_lock:
-            image = self._images.pop((episode, desc.keyframe_index), None)
+            image = self._images.pop(key, None)
+            if image is None and self.settings.thumbnail_px > 0:
+                self._without_image[key] = None
+                while len(self._without_image) > self.IMAGES_KEPT:
+                    self._without_image.popitem(last=False)
         if pose is None and self.pose_source is not None:
             try:
                 pose = self.pose_source(desc.stamp_s)
             except Exception:  # a pose is optional
                 LOG.debug("no pose for key frame %d", desc.keyframe_index, exc_info=True)
-        thumb = None
-        if image is not None:
-            try:
-                thumb = make_thumbnail(image, self.settings.thumbnail_px,
-                                       self.settings.thumbnail_quality)
-            except Exception:  # a thumbnail is optional
-                LOG.warning("could not make a thumbnail of key frame %d", desc.keyframe_index,
-                            exc_info=True)
+        thumb = None if image is None else self._thumbnail(image, desc.keyframe_index)
         self.store.add(KeyFrameRecord.from_description(desc, episode_id=episode, pose=pose,
                                                        thumbnail=thumb))
 

@@ -293,6 +293,11 @@ class MemoryStore:
             record.wall_s = time.time()
         self._enqueue(record)
 
+    def set_thumbnail(self, episode_id: str, index: int, thumbnail: bytes) -> None:
+        """Queue a thumbnail for a key frame already queued or stored without one (its
+        image came after its description). A row that has one keeps it."""
+        self._enqueue(("thumbnail", episode_id, int(index), thumbnail))
+
     def set_current_episode(self, episode_id: str) -> None:
         """The episode a restarted node continues (written through the queue too)."""
         self._current_episode = episode_id
@@ -373,9 +378,12 @@ class MemoryStore:
             try:
                 # A key frame delivered twice (replayed to a restarted node) replaces the
                 # first description, as EpisodeMemory.put does.
+                # A description written again without an image keeps the stored thumbnail.
                 self.conn.executemany(
                     f"INSERT OR REPLACE INTO keyframes ({_KF_COLUMNS}) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,COALESCE(?, (SELECT thumbnail FROM keyframes"
+                    " WHERE episode_id=? AND keyframe_index=?)),?)",
+                    [(*row[:13], row[0], row[1], row[13]) for row in rows])
                 if vectors is not None:
                     self.conn.executemany(
                         "INSERT OR REPLACE INTO embeddings SELECT id, ?, ? FROM keyframes "
@@ -411,6 +419,12 @@ class MemoryStore:
                     "success, evidence) VALUES (?,?,?,?,?,?,?)",
                     (item.episode_id, item.wall_s, item.question, json.dumps(item.choices),
                      item.answer, int(item.success), json.dumps(item.evidence)))
+        elif item[0] == "thumbnail":
+            _, episode_id, index, thumbnail = item
+            with self._lock:
+                self.conn.execute("UPDATE keyframes SET thumbnail=? WHERE episode_id=? AND "
+                                  "keyframe_index=? AND thumbnail IS NULL",
+                                  (thumbnail, episode_id, index))
         else:
             _, episode_id, wall = item
             with self._lock:
