@@ -577,7 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-text-episodes", type=int, default=600,
                    help="curriculum questions mixed into the warm-up's worked examples")
     p.add_argument("--lm-epochs", type=int, default=8, help="epochs of the reasoning warm-up")
-    p.add_argument("--lm-minutes", type=float, default=10.0, help="time budget of the reasoning warm-up")
+    p.add_argument("--lm-minutes", type=float, default=7.0, help="time budget of the reasoning warm-up")
     p.add_argument("--grpo-stage-epochs", type=int, default=1, help="epochs of each of stages 1 and 2")
     p.add_argument("--grpo-final-epochs", type=int, default=2, help="epochs of stage 3 (each arm)")
     p.add_argument("--grpo-minutes", type=float, default=5.0, help="time budget of each GRPO run")
