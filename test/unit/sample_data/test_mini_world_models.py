@@ -44,8 +44,8 @@ def test_robot_loading_code_reads_them() -> None:
 
 
 def _held_out_replies() -> tuple[list[str], list[dict[str, str]]]:
-    """First-frame replies of the shipped perception model on frames of a test room (never
-    seen in training) that show objects, and the label-derived truth of each frame."""
+    """First-frame replies of the shipped perception model on frames of three test rooms
+    (never seen in training) that show objects, and the label-derived truth of each frame."""
     from embodied_r_ros.core.backends.factory import make_perceiver
     from embodied_r_ros.core.backends.model_spec import ModelSpec
     from embodied_r_ros.core.prompts.perception import first_frame_prompt
@@ -54,14 +54,18 @@ def _held_out_replies() -> tuple[list[str], list[dict[str, str]]]:
     from embodied_r_training.mini_world.vlm_sft import parse_objects
 
     world = WorldConfig()
-    clip = render_room(world.n_train + world.n_val + 1, world)
-    names = [o.name for o in clip.objects]
-    assert clip.labels is not None
-    picks = [i for i in range(0, len(clip.frames), 2) if frame_objects(clip.labels[i], names)][:6]
+    jobs, truths = [], []
+    for room in (1, 2, 3):
+        clip = render_room(world.n_train + world.n_val + room, world)
+        names = [o.name for o in clip.objects]
+        assert clip.labels is not None
+        picks = [i for i in range(0, len(clip.frames), 2) if frame_objects(clip.labels[i], names)][:6]
+        jobs += [([clip.frames[i]], first_frame_prompt(None)) for i in picks]
+        truths += [parse_objects(first_caption(frame_objects(clip.labels[i], names))) for i in picks]
     perceiver = make_perceiver(ModelSpec.from_dict(_settings().perception.spec_dict()))
-    texts = perceiver.describe_batch([([clip.frames[i]], first_frame_prompt(None)) for i in picks])
+    texts = perceiver.describe_batch(jobs)
     perceiver.close()
-    return texts, [parse_objects(first_caption(frame_objects(clip.labels[i], names))) for i in picks]
+    return texts, truths
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +96,8 @@ def test_perception_names_objects_of_a_held_out_room(held_out_replies) -> None: 
             if name in truth:
                 named += 1
                 placed += truth[name] == where
+    # Measured on these 18 frames: 12 of 23 objects named, 9 of those 12 placed right (five
+    # position words, chance 20%); the run's 40 held-out captions: 59% named, 50% placed.
     assert named / truth_n >= 0.4, texts
     assert placed / max(named, 1) >= 0.5, texts
 
