@@ -17,7 +17,10 @@ Supported raw encodings (names as in ``sensor_msgs/image_encodings.hpp``):
 - Bayer mosaics: ``bayer_rggb8``, ``bayer_bggr8``, ``bayer_gbrg8``, ``bayer_grbg8``.
 
 Every failure (unknown encoding, a buffer that does not match the stated size, an image
-that cannot be decoded) raises `InvalidRequestError` with a message naming the problem.
+that cannot be decoded) raises `InvalidRequestError` with a message naming the problem. So
+does a frame more than MAX_ASPECT_RATIO times longer one way than the other: no camera
+makes one, and image models refuse it (the Qwen2-VL processors at 200:1), so it would
+otherwise become a key frame that can never be described.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ import numpy as np
 from embodied_r_ros.core.errors import InvalidRequestError
 
 __all__ = [
+    "MAX_ASPECT_RATIO",
+    "check_frame_shape",
     "SUPPORTED_ENCODINGS",
     "bytes_per_pixel",
     "encode_jpeg",
@@ -36,6 +41,17 @@ __all__ = [
     "image_from_raw",
     "rgb_to_raw",
 ]
+
+MAX_ASPECT_RATIO = 100  # longer side / shorter side of an accepted frame
+
+
+def check_frame_shape(width: int, height: int) -> None:
+    """Raise InvalidRequestError for a frame longer than MAX_ASPECT_RATIO:1 either way."""
+    if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+        raise InvalidRequestError(
+            f"image {width}x{height} is more than {MAX_ASPECT_RATIO} times longer one way than "
+            "the other: not a camera frame (image models refuse such shapes)")
+
 
 # encoding -> (bytes per pixel, channels of the stored array, element dtype)
 _LAYOUT: dict[str, tuple[int, int, str]] = {
@@ -122,6 +138,7 @@ def image_from_raw(
     width, height, step = int(width), int(height), int(step)
     if width <= 0 or height <= 0:
         raise InvalidRequestError(f"image size must be positive, got {width}x{height}")
+    check_frame_shape(width, height)
     bpp, channels, dtype = _layout(encoding)
     key = encoding.strip().lower()
     row_bytes = width * bpp
@@ -207,6 +224,7 @@ def image_from_compressed(data: bytes | bytearray | memoryview | np.ndarray, for
         out = np.repeat(decoded, 3, axis=2)
     else:
         raise InvalidRequestError(f"compressed image has {decoded.shape[2]} channels")
+    check_frame_shape(out.shape[1], out.shape[0])
     return np.ascontiguousarray(out)
 
 

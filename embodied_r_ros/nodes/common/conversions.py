@@ -19,6 +19,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
 from embodied_r_ros.core.image_codec import (
+    check_frame_shape,
     image_from_compressed,
     image_from_raw,
     rgb_to_raw,
@@ -75,6 +76,7 @@ def image_msg_to_rgb(msg: Image | CompressedImage, *, use_bridge: bool = True) -
     if use_bridge:
         rgb = _bridge_rgb(msg)
         if rgb is not None:
+            check_frame_shape(rgb.shape[1], rgb.shape[0])
             return rgb
     if isinstance(msg, CompressedImage):
         return image_from_compressed(bytes(msg.data), msg.format)

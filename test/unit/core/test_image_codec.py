@@ -191,6 +191,17 @@ def test_step_too_small_raises():
         image_from_raw(b"\0" * 16, 3, 2, "rgb8", 8)
 
 
+def test_a_frame_no_camera_makes_is_refused_by_both_decoders():
+    """4480x2 (raw) and 4000x20 (PNG) are refused; 100:1 exactly and 1x1 still decode."""
+    with pytest.raises(InvalidRequestError, match="4480x2 is more than 100 times"):
+        image_from_raw(b"\0" * (4480 * 2 * 3), 4480, 2, "rgb8", 0)
+    wide = cv2.imencode(".png", np.zeros((20, 4000, 3), np.uint8))[1].tobytes()
+    with pytest.raises(InvalidRequestError, match="4000x20"):
+        image_from_compressed(wide, "png")
+    assert image_from_raw(b"\0" * (200 * 2 * 3), 200, 2, "rgb8", 0).shape == (2, 200, 3)
+    assert image_from_raw(b"\0" * 3, 1, 1, "rgb8", 0).shape == (1, 1, 3)
+
+
 def test_bad_size_and_data_type_raise():
     with pytest.raises(InvalidRequestError):
         image_from_raw(b"", 0, 2, "rgb8", 0)
