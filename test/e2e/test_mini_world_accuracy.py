@@ -13,7 +13,7 @@ What is held to a bar, set from measured values with room for noise (docs/mini_w
 - the descriptions the graph produced name the objects in view of each key frame
   (against the renderer's labels of that frame): RECALL_BAR;
 - the worked reasoning's rule-based reading of those descriptions (row h of the results
-  table) is printed beside chance and must not fall below it.
+  table) is printed beside chance and must be above it.
 """
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ def test_what_the_graph_saw_answers_above_chance(replay: dict[str, Any]) -> None
     n = len(replay["questions"])
     accuracy, chance = 100.0 * score / n, 100.0 * chance / n
     print(f"rule-based reading of the graph's descriptions: {accuracy:.1f}% on {n} questions; chance {chance:.1f}%")
-    assert accuracy >= chance, f"accuracy {accuracy:.1f}% below chance {chance:.1f}%"
+    # Strictly above: descriptions that name nothing make every answer a guess (= chance).
+    assert accuracy > chance, f"accuracy {accuracy:.1f}% not above chance {chance:.1f}%"
 
 
 def test_shipped_reasoning_model_answers_above_chance(replay: dict[str, Any]) -> None:
