@@ -164,16 +164,15 @@ def test_shipped_reasoning_model_letter_follows_its_reasoning(replay: dict[str, 
     answers whose reasoning's decision names one option in the option's words, the share
     whose letter is that option's must reach FOLLOWS_BAR (by chance about 30%), and most
     reasonings must name one. This is what the option scan taught the reasoning model."""
-    from embodied_r_ros.sample_data.questions import LETTERS
     from embodied_r_training.mini_world import worked
 
     rows = [r for r in replay["results"] if r.get("correct") is not None]
     named = follows = 0
     for r in rows:
-        k = worked.named_option(str(r.get("reasoning") or ""), list(r["choices"]))
-        if k is not None:
+        agrees = worked.letter_follows(str(r.get("reasoning") or ""), list(r["choices"]), r["answer"])
+        if agrees is not None:
             named += 1
-            follows += r["answer"] == LETTERS[k]
+            follows += agrees
     share = 100.0 * follows / max(named, 1)
     print(f"letter = reasoning's option in {follows} of {named} answers naming one ({share:.1f}%); "
           f"{named} of {len(rows)} name one")

@@ -324,7 +324,6 @@ def _row(metrics: Mapping[str, Any], predictions: Sequence[Mapping[str, Any]],
     `follows_reasoning`, the share of those whose letter is that option's."""
     from embodied_r_ros.core.prompts.reasoning import parse_choices
     from embodied_r_ros.core.qa.answer_parser import parse_reasoning_output
-    from embodied_r_ros.sample_data.questions import LETTERS
     from embodied_r_training.mini_world import worked
 
     per: dict[str, list[float]] = {}
@@ -336,10 +335,11 @@ def _row(metrics: Mapping[str, Any], predictions: Sequence[Mapping[str, Any]],
             cons_num += bool(p.get("consistent"))
         if questions is not None and p["Question_id"] in questions:
             choices = [text for _, text in parse_choices(questions[p["Question_id"]])]
-            k = worked.named_option(parse_reasoning_output(str(p.get("completion") or "")).think, choices)
-            if k is not None:
+            agrees = worked.letter_follows(parse_reasoning_output(str(p.get("completion") or "")).think,
+                                           choices, p.get("letter"))
+            if agrees is not None:
                 named += 1
-                follows += p.get("letter") == LETTERS[k]
+                follows += agrees
     cats = {k: 100.0 * sum(v) / len(v) for k, v in per.items()}
     n = sum(len(v) for v in per.values())
     row = {"overall": 100.0 * sum(sum(v) for v in per.values()) / max(n, 1),

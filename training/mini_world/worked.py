@@ -32,7 +32,7 @@ from typing import Any
 
 from embodied_r_ros.core.prompts.reasoning import parse_choices
 from embodied_r_ros.sample_data.captions import POSITION_WORDS
-from embodied_r_ros.sample_data.questions import NO_TURN
+from embodied_r_ros.sample_data.questions import LETTERS, NO_TURN
 
 # Degrees one turning key frame counts. On training rooms, with the robot's key-frame
 # rules, a turning key frame changes the heading by 47.5 degrees on average (the camera
@@ -204,8 +204,6 @@ def option_scan(choices: Sequence[str], k: int) -> str:
     instead of looked up by the option's text: in side experiments the tiny model never
     learned that lookup (the loss stayed at chance for 4,400 steps), but answered with the
     scan right 83% of the time after 3,000 steps."""
-    from embodied_r_ros.sample_data.questions import LETTERS
-
     return "; ".join(f"{LETTERS[i]}. {_option_key(c)}: {'yes' if i == k else 'no'}"
                      for i, c in enumerate(choices[: k + 1])) + "."
 
@@ -231,6 +229,13 @@ def named_option(think: str, choices: Sequence[str]) -> int | None:
         return None
     found.sort(reverse=True)
     return found[0][1] if len(found) == 1 or found[0][0] > found[1][0] else None
+
+
+def letter_follows(think: str, choices: Sequence[str], letter: str | None) -> bool | None:
+    """Whether `letter` is the option the reasoning's decision names (`named_option`);
+    None when the decision names no single option."""
+    k = named_option(think, choices)
+    return None if k is None else letter == LETTERS[k]
 
 
 def vocabulary() -> list[str]:
