@@ -187,9 +187,9 @@ def reading_row(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def grpo_config(out_dir: Path, policy: Path, judge: Path, train: Path, *, stages: Sequence[Mapping[str, Any]],
-                epochs: int, seed: int) -> dict[str, Any]:
+                epochs: int, seed: int, learning_rate: float = 5e-5, batch: int = 8) -> dict[str, Any]:
     """A GRPO run of the project's training/grpo.py: the paper's objective and sampling,
-    sizes for a 2-core CPU."""
+    sizes for a 2-core CPU (`batch` completions a step, 4 of each prompt)."""
     return {
         "model": {"name_or_path": str(policy), "dtype": "float32"},
         "data": {"train": str(train), "max_prompt_tokens": 4096},
@@ -202,9 +202,9 @@ def grpo_config(out_dir: Path, policy: Path, judge: Path, train: Path, *, stages
         "lora": {"enabled": False},
         "grpo": {
             "output_dir": str(out_dir), "use_cpu": True, "bf16": False, "seed": seed,
-            "optim": "adamw_torch", "learning_rate": 5e-5, "lr_scheduler_type": "cosine",
+            "optim": "adamw_torch", "learning_rate": learning_rate, "lr_scheduler_type": "cosine",
             "warmup_steps": 0.05, "weight_decay": 0.1, "adam_beta2": 0.95,
-            "per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
+            "per_device_train_batch_size": batch, "gradient_accumulation_steps": 1,
             "num_generations": 4, "num_train_epochs": epochs, "loss_type": "grpo", "beta": 0.001,
             "epsilon": 0.2, "scale_rewards": "group", "temperature": 1.0, "top_k": 50, "top_p": 0.9,
             "max_completion_length": REASONING_TOKENS, "eval_strategy": "no", "logging_steps": 1,
@@ -350,6 +350,47 @@ def _row(metrics: Mapping[str, Any], predictions: Sequence[Mapping[str, Any]],
         row["names_option"] = 100.0 * named / max(n, 1)
         row["follows_reasoning"] = 100.0 * follows / named if named else None
     return row
+
+
+def paired_changes(new: Sequence[Mapping[str, Any]], old: Sequence[Mapping[str, Any]]
+                   ) -> dict[str, dict[str, float]]:
+    """Two models' predictions on the same questions (matched by Question_id), per kind and
+    over all ("all"): `gained`, the questions `new` answers right and `old` wrong; `lost`,
+    the reverse; `p`, the exact two-sided sign test (McNemar) of gained against lost, the
+    chance of a split at least this uneven if neither model were better. A question both
+    answer alike says nothing about which is better, so only the changes count."""
+    import math
+
+    before = {q["Question_id"]: q["score"] > 0 for q in old}
+    counts: dict[str, Counter[str]] = {}
+    for q in new:
+        if q["Question_id"] not in before or (q["score"] > 0) == before[q["Question_id"]]:
+            continue
+        change = "gained" if q["score"] > 0 else "lost"
+        for kind in (q["question_category"], "all"):
+            counts.setdefault(kind, Counter())[change] += 1
+    out: dict[str, dict[str, float]] = {}
+    for kind, c in sorted(counts.items()):
+        n, k = c["gained"] + c["lost"], min(c["gained"], c["lost"])
+        tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+        out[kind] = {"gained": c["gained"], "lost": c["lost"], "p": min(1.0, 2 * tail)}
+    return out
+
+
+def paired_table(comparisons: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    """Markdown: one line per comparison, "+gained/-lost" per kind, p over all."""
+    from embodied_r_training.categories import CATEGORIES, CATEGORY_TITLES
+
+    cats = [c for c in CATEGORIES if any(c in v for v in comparisons.values())]
+    lines = ["| comparison | all (p) | " + " | ".join(CATEGORY_TITLES[c] for c in cats) + " |",
+             "|" + "---|" * (len(cats) + 2)]
+    for name, per in comparisons.items():
+        cells = ["+0/-0" if (c := per.get(kind)) is None else f"+{c['gained']:.0f}/-{c['lost']:.0f}"
+                 for kind in ("all", *cats)]
+        if "all" in per:
+            cells[0] += f" ({per['all']['p']:.2f})"
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def evaluate_row(name: str, model: Path, records: Sequence[Mapping[str, Any]], out: Path, judge: Path
@@ -507,7 +548,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not (final / "model.safetensors").exists():
             policy = warm_dir if start_from is None else out / start_from / "final"
             gcfg = grpo_config(out / name, policy, warm_dir, grpo_train, stages=stages, epochs=epochs,
-                               seed=args.seed)
+                               seed=args.seed, learning_rate=args.grpo_lr, batch=args.grpo_batch)
             budget = TimeBudget(args.grpo_minutes)
             res = clock.run(name, lambda gcfg=gcfg, budget=budget: grpo_train_run(gcfg, extra_callbacks=[budget]))
             res["stopped_by_time_budget"] = budget.hit
@@ -535,28 +576,45 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows["(h) rule-based reading, no model"] = reading_row(test_cache)
     report["rows"] = rows
     report["table"] = results_table(rows, list(rows))
+    # Which answers each change of training changed, per kind, with a sign test.
+    preds = [read_jsonl(out / "eval" / f"row{i}" / "predictions.jsonl") for i in range(3)]
+    report["paired"] = {"(c) GRPO vs (b) warm-up": paired_changes(preds[1], preds[0]),
+                        "(d) no consistency vs (b) warm-up": paired_changes(preds[2], preds[0]),
+                        "(c) GRPO vs (d) no consistency": paired_changes(preds[1], preds[2])}
+    report["paired_table"] = paired_table(report["paired"])
     report["wall_times_s"] = clock.times
     report["wall_total_s"] = round(sum(clock.times.values()), 1)
     (out / "results.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-    (out / "results.md").write_text(report["table"] + "\n")
+    (out / "results.md").write_text(report["table"] + "\n\nAnswers changed (right in the first, wrong in the "
+                                    "second: +; the reverse: -):\n\n" + report["paired_table"] + "\n")
     print(report["table"])
+    print(report["paired_table"])
     if args.ship:
         _copy_model(vlm_dir, SHIP_DIR / "mini_world_vlm")
         _copy_model(out / "grpo" / "final", SHIP_DIR / "mini_world_lm")
         (SHIP_DIR / "mini_world_results.json").write_text(json.dumps(
-            {k: report[k] for k in ("world", "vlm_heldout", "rows", "wall_times_s", "wall_total_s", "settings")},
+            {k: report[k] for k in ("world", "vlm_heldout", "rows", "paired", "wall_times_s", "wall_total_s",
+                                    "settings")},
             indent=1, default=str) + "\n")
         print(f"shipped to {SHIP_DIR}")
     return report
 
 
+class _HelpWithDefaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default (a required option has none)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        return action.help if action.required else super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="embodied-r-train mini-world", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--train-rooms", type=int, default=200)
-    p.add_argument("--val-rooms", type=int, default=10)
-    p.add_argument("--test-rooms", type=int, default=40)
+    p = argparse.ArgumentParser(prog="embodied-r-train mini-world", description=__doc__.split("\n\n")[0],
+                                formatter_class=_HelpWithDefaults)
+    p.add_argument("--out", required=True, help="the run's folder (a run with an existing folder resumes)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the world, the models and the room split")
+    p.add_argument("--train-rooms", type=int, default=200, help="rooms of the training split")
+    p.add_argument("--val-rooms", type=int, default=10, help="rooms of the validation split")
+    p.add_argument("--test-rooms", type=int, default=40, help="rooms of the held-out test split")
     p.add_argument("--caption-rooms", type=int, default=130,
                    help="training rooms whose frames teach captions (none of the reasoning model's rooms)")
     p.add_argument("--warmup-rooms", type=int, default=45, help="training rooms of the worked examples")
@@ -581,7 +639,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grpo-stage-epochs", type=int, default=1, help="epochs of each of stages 1 and 2")
     p.add_argument("--grpo-final-epochs", type=int, default=2, help="epochs of stage 3 (each arm)")
     p.add_argument("--grpo-minutes", type=float, default=5.0, help="time budget of each GRPO run")
-    p.add_argument("--eval-rooms", type=int, default=25, help="test rooms of the results table")
+    p.add_argument("--grpo-lr", type=float, default=5e-5, help="peak learning rate of GRPO")
+    p.add_argument("--grpo-batch", type=int, default=8,
+                   help="completions per GRPO step, 4 of each question (the paper's global batch is 32; "
+                        "docs/mini_world.md compares 32 at learning rate 2e-4)")
+    p.add_argument("--eval-rooms", type=int, default=40,
+                   help="test rooms of the results table (the first N of the test split)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (1: on a shared 2-core machine more threads were 7x slower)")
     p.add_argument("--ship", action="store_true", help="copy the trained models into the package")
@@ -590,5 +653,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))
-    run(build_parser().parse_args(argv))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.grpo_batch < 4 or args.grpo_batch % 4:
+        parser.error(f"--grpo-batch {args.grpo_batch}: must be a positive multiple of 4 (each question gets "
+                     "a group of 4 completions)")
+    if args.grpo_lr <= 0:
+        parser.error(f"--grpo-lr {args.grpo_lr}: must be positive")
+    if not 1 <= args.eval_rooms <= args.test_rooms:
+        parser.error(f"--eval-rooms {args.eval_rooms}: must be 1..--test-rooms ({args.test_rooms})")
+    run(args)
     return 0

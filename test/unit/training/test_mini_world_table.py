@@ -4,7 +4,7 @@ check that the answer's letter is the option the reasoning names."""
 from __future__ import annotations
 
 from embodied_r_ros.sample_data.questions import format_question
-from embodied_r_training.mini_world.run import _row, results_table
+from embodied_r_training.mini_world.run import _row, paired_changes, paired_table, results_table
 
 Q = format_question("Is the red box to my left, right, or back?", ["right", "back", "left"])
 
@@ -33,3 +33,26 @@ def test_row_counts_letters_that_follow_the_reasoning() -> None:
     header, _, line = table.splitlines()
     assert header.endswith("| consistent | letter = reasoning's option |")
     assert line.endswith("| 100.0 | 66.7 |") and line.count("|") == header.count("|")
+
+
+def _scored(qid: str, kind: str, right: bool) -> dict:
+    return {"Question_id": qid, "question_category": kind, "score": float(right)}
+
+
+def test_paired_changes_count_only_answers_that_changed_with_a_sign_test() -> None:
+    old = [_scored("q1", "route_planning", False), _scored("q2", "route_planning", False),
+           _scored("q3", "route_planning", True), _scored("q4", "route_planning", True),
+           _scored("q5", "object_rel_direction", True)]
+    new = [_scored("q1", "route_planning", True), _scored("q2", "route_planning", True),
+           _scored("q3", "route_planning", True), _scored("q4", "route_planning", False),
+           _scored("q5", "object_rel_direction", True), _scored("q9", "route_planning", True)]  # q9: not in old
+    changes = paired_changes(new, old)
+    assert changes["route_planning"] == {"gained": 2, "lost": 1, "p": 1.0}  # 2 of 3 changes: (1+3)/8, doubled
+    assert changes["all"] == changes["route_planning"]
+    assert "object_rel_direction" not in changes  # answered alike: no change to count
+    lopsided = paired_changes([_scored(f"q{i}", "route_planning", True) for i in range(6)],
+                              [_scored(f"q{i}", "route_planning", False) for i in range(6)])
+    assert lopsided["all"]["p"] == 2 / 64  # six of six changes one way
+    table = paired_table({"(c) vs (b)": changes})
+    assert "| (c) vs (b) | +2/-1 (1.00) |" in table
+    assert table.splitlines()[0] == "| comparison | all (p) | route plan |"  # only kinds with a change
