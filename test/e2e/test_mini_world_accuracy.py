@@ -121,7 +121,7 @@ def test_what_the_graph_saw_answers_above_chance(replay: dict[str, Any]) -> None
     """Accuracy of the worked reasoning's rule-based reading (row h of the table) over the
     descriptions the graph produced and published, printed beside chance. Measured: 33.0%
     against chance 29.0% on these rooms with the shipped perception model (42.3% with the
-    previous one; 45.4% over the 25 rooms of the table), too close to chance for a margin
+    previous one; 47.0% over the 40 rooms of the table), too close to chance for a margin
     on 25 questions: the margin is held by the reasoning model (next test)."""
     from embodied_r_ros.core.prompts.reasoning import parse_choices
     from embodied_r_training.mini_world import worked
