@@ -570,17 +570,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "(f) GRPO, no descriptions (question only)": (out / "grpo" / "final", question_only(test_cache)),
         "(g) GRPO, the perception model's actions (no odometry)": (out / "grpo" / "final", test_vlm_actions),
     }
-    for i, (name, (model, recs)) in enumerate(evals.items()):
-        rows[name] = clock.run(f"evaluate {name}", lambda model=model, recs=recs, i=i, name=name: evaluate_row(
-            name, model, recs, out / "eval" / f"row{i}", warm_dir))
+    row_dirs = {name: out / "eval" / f"row{i}" for i, name in enumerate(evals)}
+    for name, (model, recs) in evals.items():
+        rows[name] = clock.run(f"evaluate {name}", lambda model=model, recs=recs, name=name: evaluate_row(
+            name, model, recs, row_dirs[name], warm_dir))
     rows["(h) rule-based reading, no model"] = reading_row(test_cache)
     report["rows"] = rows
     report["table"] = results_table(rows, list(rows))
     # Which answers each change of training changed, per kind, with a sign test.
-    preds = [read_jsonl(out / "eval" / f"row{i}" / "predictions.jsonl") for i in range(3)]
-    report["paired"] = {"(c) GRPO vs (b) warm-up": paired_changes(preds[1], preds[0]),
-                        "(d) no consistency vs (b) warm-up": paired_changes(preds[2], preds[0]),
-                        "(c) GRPO vs (d) no consistency": paired_changes(preds[1], preds[2])}
+    warm, grpo, no_cons = (read_jsonl(row_dirs[name] / "predictions.jsonl") for name in
+                           ("(b) warm-up", "(c) GRPO", "(d) GRPO, no consistency reward"))
+    report["paired"] = {"(c) GRPO vs (b) warm-up": paired_changes(grpo, warm),
+                        "(d) no consistency vs (b) warm-up": paired_changes(no_cons, warm),
+                        "(c) GRPO vs (d) no consistency": paired_changes(grpo, no_cons)}
     report["paired_table"] = paired_table(report["paired"])
     report["wall_times_s"] = clock.times
     report["wall_total_s"] = round(sum(clock.times.values()), 1)

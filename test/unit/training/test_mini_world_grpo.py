@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from embodied_r_training.mini_world import curriculum
 from embodied_r_training.mini_world.run import SHIP_DIR, TimeBudget, build_parser, grpo_config, staged_runs
 
@@ -46,9 +48,8 @@ def test_one_step_of_the_runs_grpo_config_trains_with_three_rewards(tmp_path: Pa
     assert (tmp_path / "grpo" / "final" / "model.safetensors").exists()
 
 
-def test_bad_grpo_settings_are_refused_before_anything_runs(tmp_path: Path, capsys) -> None:  # noqa: ANN001
-    import pytest
-
+def test_bad_grpo_settings_are_refused_before_anything_runs(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
     from embodied_r_training.mini_world.run import main
 
     for bad, says in ((["--grpo-batch", "6"], "multiple of 4"), (["--grpo-lr", "0"], "must be positive"),
