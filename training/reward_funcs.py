@@ -56,9 +56,10 @@ def make_consistency_reward(
 ) -> Any:
     """The core `ConsistencyReward` over a reference model given as a ModelSpec mapping.
 
-    `options` may set max_workers, timeout_s, cache_size, temperature, max_new_tokens
-    (defaults follow the reference settings) and prompts_file (a prompt templates file; its
-    consistency.* templates build the judge's prompt).
+    `options` may set max_workers, timeout_s, cache_size, temperature, max_new_tokens and
+    prompts_file (a prompt templates file; its consistency.* templates build the judge's
+    prompt). The judge decodes with `options`' temperature and max_new_tokens, else those
+    of `model_cfg` when it sets them, else the reference settings (0.1, 10 new tokens).
     """
     from embodied_r_ros.core.backends.factory import make_reasoner
     from embodied_r_ros.core.backends.model_spec import ModelSpec
@@ -72,10 +73,12 @@ def make_consistency_reward(
     for key in ("max_workers", "timeout_s", "cache_size"):
         if key in opts:
             kwargs[key] = opts.pop(key)
-    if "temperature" in opts or "max_new_tokens" in opts:
+    decoding = {k: model_cfg[k] for k in ("temperature", "max_new_tokens") if k in model_cfg}
+    decoding.update({k: opts.pop(k) for k in ("temperature", "max_new_tokens") if k in opts})
+    if decoding:
         kwargs["settings"] = GenerationSettings(
-            temperature=float(opts.pop("temperature", 0.1)),
-            max_new_tokens=int(opts.pop("max_new_tokens", 10)),
+            temperature=float(decoding.get("temperature", 0.1)),
+            max_new_tokens=int(decoding.get("max_new_tokens", 10)),
         )
     if "prompts_file" in opts:  # the judge's prompt from the same file the robot reads
         from embodied_r_ros.core.prompts.prompt_set import load_prompt_set

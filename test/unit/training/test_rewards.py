@@ -455,3 +455,18 @@ def test_consistency_judge_prompt_comes_from_the_prompts_file(tmp_path, monkeypa
     assert got == [1.0]
     assert seen[0][0] == {"role": "system", "content": "JUDGE SYSTEM"}
     assert seen[0][1]["content"].startswith("JUDGE Question:")
+
+
+def test_the_judges_decoding_comes_from_its_model_spec_unless_the_options_set_it(monkeypatch):
+    """consistency_model's temperature / max_new_tokens were once ignored (the judge always
+    got 10 tokens): a judge that writes more than a letter was cut off silently."""
+    import embodied_r_ros.core.backends.factory as factory
+    from embodied_r_training.reward_funcs import make_consistency_reward
+
+    monkeypatch.setattr(factory, "make_reasoner", lambda spec: RuleReasoner())
+    spec = {"backend": "openai", "model": "judge", "base_url": "http://127.0.0.1:9"}
+    assert make_consistency_reward(spec).settings.max_new_tokens == 10  # the reference setting
+    got = make_consistency_reward({**spec, "temperature": 0.0, "max_new_tokens": 64}).settings
+    assert (got.temperature, got.max_new_tokens) == (0.0, 64)
+    got = make_consistency_reward({**spec, "max_new_tokens": 64}, {"max_new_tokens": 32}).settings
+    assert (got.temperature, got.max_new_tokens) == (0.1, 32)
