@@ -12,8 +12,11 @@ Steps (each skipped when its output exists, so a stopped run resumes):
 6. reasoning: a reading curriculum on text episodes (`curriculum.py`; in a second process
    while the perception model trains, each on one core), then the warm-up (worked
    examples of the world's rooms + the consistency judge's prompt);
-7. GRPO (`grpo.train`, TRL) with the paper's three rewards and staged weights, the frozen
-   warm-up model as the consistency reference; again without the consistency reward;
+7. GRPO (`grpo.train`, TRL) with the paper's three rewards and staged weights: stages 1-2
+   here while the consistency judge (`judge.py`, trained from the warm-up model to find the
+   letter the reasoning's decision names) trains in a second process; then stage 3 twice at
+   once, with the consistency reward (the frozen judge as its reference model) in a second
+   process and without it here;
 8. evaluation (`evaluate.evaluate`) on the test rooms: the results table;
 9. with `--ship`, the perception model and the GRPO model are copied to
    `embodied_r_ros/sample_data/models/` (weights, config, tokenizer, processor).
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r_ros.evaluation.models import MINI_WORLD_MAX_NEW_TOKENS
+from embodied_r_training.mini_world.judge import JUDGE_TOKENS
 
 log = logging.getLogger("embodied_r_training.mini_world")
 
@@ -187,16 +191,18 @@ def reading_row(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def grpo_config(out_dir: Path, policy: Path, judge: Path, train: Path, *, stages: Sequence[Mapping[str, Any]],
-                epochs: int, seed: int, learning_rate: float = 5e-5, batch: int = 8) -> dict[str, Any]:
+                epochs: int, seed: int, learning_rate: float = 5e-5, batch: int = 8, group: int = 4
+                ) -> dict[str, Any]:
     """A GRPO run of the project's training/grpo.py: the paper's objective and sampling,
-    sizes for a 2-core CPU (`batch` completions a step, 4 of each prompt)."""
+    sizes for a 2-core CPU (`batch` completions a step, `group` of each question); `judge`
+    is the consistency reward's model (`judge.py`)."""
     return {
         "model": {"name_or_path": str(policy), "dtype": "float32"},
         "data": {"train": str(train), "max_prompt_tokens": 4096},
         "rewards": {
             "schedule": [dict(s) for s in stages],
             "rules": {"format": "project", "accuracy": "project"},
-            "consistency_model": _spec(judge, 10, temperature=0.1),
+            "consistency_model": _spec(judge, JUDGE_TOKENS, temperature=0.1),
             "consistency": {"max_workers": 1, "timeout_s": 120},
         },
         "lora": {"enabled": False},
@@ -205,7 +211,7 @@ def grpo_config(out_dir: Path, policy: Path, judge: Path, train: Path, *, stages
             "optim": "adamw_torch", "learning_rate": learning_rate, "lr_scheduler_type": "cosine",
             "warmup_steps": 0.05, "weight_decay": 0.1, "adam_beta2": 0.95,
             "per_device_train_batch_size": batch, "gradient_accumulation_steps": 1,
-            "num_generations": 4, "num_train_epochs": epochs, "loss_type": "grpo", "beta": 0.001,
+            "num_generations": group, "num_train_epochs": epochs, "loss_type": "grpo", "beta": 0.001,
             "epsilon": 0.2, "scale_rewards": "group", "temperature": 1.0, "top_k": 50, "top_p": 0.9,
             "max_completion_length": REASONING_TOKENS, "eval_strategy": "no", "logging_steps": 1,
             "save_strategy": "no", "report_to": "none", "activation_checkpointing": False,
@@ -251,38 +257,58 @@ class TimeBudget:
         return _Budget()
 
 
-def _curriculum_process(model_dir: str, done: str, short_minutes: float, long_minutes: float, lr: float,
-                        seed: int) -> None:
-    """Body of the curriculum's process: train, then write `done` (its report)."""
-    from embodied_r_training.mini_world.curriculum import train_curriculum
-
+def _side_process(stage: str, done: str, kwargs: dict[str, Any]) -> None:
+    """Body of a side job's process: run one stage, then write `done` (its report)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    res = train_curriculum(Path(model_dir), short_minutes=short_minutes, long_minutes=long_minutes, lr=lr,
-                           seed=seed, progress=False)
-    Path(done).write_text(json.dumps(res) + "\n")
+    if stage == "curriculum":
+        from embodied_r_training.mini_world.curriculum import train_curriculum
+
+        res = train_curriculum(progress=False, **kwargs)
+    elif stage == "judge":
+        from embodied_r_training.mini_world.judge import train_judge
+
+        res = train_judge(progress=False, **kwargs)
+    elif stage == "grpo":
+        import torch
+
+        from embodied_r_training.grpo import train as grpo_train_run
+
+        torch.set_num_threads(kwargs.pop("threads", 1))
+        budget = TimeBudget(kwargs.pop("minutes"))
+        res = grpo_train_run(kwargs["config"], extra_callbacks=[budget])
+        res["stopped_by_time_budget"] = budget.hit
+    else:
+        raise ValueError(f"unknown side stage {stage!r}")
+    Path(done).write_text(json.dumps(res, default=str) + "\n")
 
 
-class CurriculumJob:
-    """The reading curriculum in a process of its own (torch on one thread there too), so
-    it trains beside the perception model on a 2-core machine; `wait` joins it."""
+class SideJob:
+    """One training stage in a process of its own (torch on one thread there too), so two
+    stages train at once on a 2-core machine; `wait` joins it and raises when it failed."""
 
-    def __init__(self, model_dir: Path, done: Path, args: argparse.Namespace) -> None:
+    def __init__(self, label: str, stage: str, done: Path, kwargs: Mapping[str, Any]) -> None:
         import multiprocessing
 
+        self.label = label
         self.done = done
         self.process = multiprocessing.get_context("spawn").Process(
-            target=_curriculum_process, name="reading-curriculum", daemon=True,  # ends with the run
-            args=(str(model_dir), str(done), args.curriculum_minutes, args.curriculum_long_minutes,
-                  args.curriculum_lr, args.seed))
+            target=_side_process, name=label.replace(" ", "-"), daemon=True,  # ends with the run
+            args=(stage, str(done), dict(kwargs)))
         self.process.start()
-        log.info("reading curriculum started in process %s (%.0f + %.0f minutes)", self.process.pid,
-                 args.curriculum_minutes, args.curriculum_long_minutes)
+        log.info("%s started in process %s", label, self.process.pid)
 
     def wait(self) -> None:
         self.process.join()
         if self.process.exitcode != 0 or not self.done.exists():
-            raise RuntimeError(f"the reading curriculum failed (exit code {self.process.exitcode}); its traceback "
+            raise RuntimeError(f"the {self.label} failed (exit code {self.process.exitcode}); its traceback "
                                "is above; rerun the same command to retry (finished steps are kept)")
+
+
+def curriculum_job(model_dir: Path, done: Path, args: argparse.Namespace) -> SideJob:
+    """The reading curriculum beside the perception model."""
+    return SideJob("reading curriculum", "curriculum", done, {
+        "model_dir": Path(model_dir), "short_minutes": args.curriculum_minutes,
+        "long_minutes": args.curriculum_long_minutes, "lr": args.curriculum_lr, "seed": args.seed})
 
 
 def _copy_model(src: Path, dst: Path) -> None:
@@ -399,7 +425,7 @@ def evaluate_row(name: str, model: Path, records: Sequence[Mapping[str, Any]], o
     from embodied_r_training.evaluate import evaluate
 
     metrics = evaluate(records, model_cfg=_spec(model, REASONING_TOKENS), out=out, name=name,
-                       consistency_cfg=_spec(judge, 10, temperature=0.1),
+                       consistency_cfg=_spec(judge, JUDGE_TOKENS, temperature=0.1),
                        consistency_options={"max_workers": 1, "timeout_s": 120})
     return _row(metrics, read_jsonl(out / "predictions.jsonl"), {r["Question_id"]: r["question"] for r in records})
 
@@ -470,7 +496,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if curriculum_dir.exists():
             shutil.rmtree(curriculum_dir)
         shutil.copytree(lm_init, curriculum_dir)
-        job = CurriculumJob(curriculum_dir, curriculum_done, args)
+        job = curriculum_job(curriculum_dir, curriculum_done, args)
     report: dict[str, Any] = {"world": summary["counts"], "settings": vars(args)}
     if not (mdir / "vlm.done.json").exists():
         res = clock.run("perception captions", lambda: vlm_sft.train_vlm(
@@ -543,16 +569,49 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report["grpo_questions"] = len(grpo_records)
     from embodied_r_training.grpo import train as grpo_train_run
 
-    for name, (start_from, stages, epochs) in staged_runs(args.grpo_stage_epochs, args.grpo_final_epochs).items():
-        final = out / name / "final"
-        if not (final / "model.safetensors").exists():
-            policy = warm_dir if start_from is None else out / start_from / "final"
-            gcfg = grpo_config(out / name, policy, warm_dir, grpo_train, stages=stages, epochs=epochs,
-                               seed=args.seed, learning_rate=args.grpo_lr, batch=args.grpo_batch)
-            budget = TimeBudget(args.grpo_minutes)
-            res = clock.run(name, lambda gcfg=gcfg, budget=budget: grpo_train_run(gcfg, extra_callbacks=[budget]))
-            res["stopped_by_time_budget"] = budget.hit
-            (out / name / "done.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+    # The consistency judge trains from the warm-up model in a second process while GRPO's
+    # stages 1-2 (which give consistency no weight) train here.
+    judge_dir, judge_done = mdir / "judge", mdir / "judge.done.json"
+    judge_job = None
+    if not judge_done.exists():
+        if judge_dir.exists():
+            shutil.rmtree(judge_dir)
+        shutil.copytree(warm_dir, judge_dir)
+        items = [(r["question"], lm_sft.worked_reasoning(r, truth[r["Question_id"]])[0], r["answer"]) for r in warm]
+        judge_job = SideJob("consistency judge", "judge", judge_done, {
+            "model_dir": judge_dir, "items": items, "minutes": args.judge_minutes, "seed": args.seed,
+            "text_episodes": args.judge_text_episodes})
+    runs = staged_runs(args.grpo_stage_epochs, args.grpo_final_epochs)
+
+    def arm_config(name: str) -> dict[str, Any]:
+        start_from, stages, epochs = runs[name]
+        policy = warm_dir if start_from is None else out / start_from / "final"
+        return grpo_config(out / name, policy, judge_dir, grpo_train, stages=stages, epochs=epochs, seed=args.seed,
+                           learning_rate=args.grpo_lr, batch=args.grpo_batch, group=args.grpo_group)
+
+    def train_here(name: str) -> None:
+        if (out / name / "final" / "model.safetensors").exists():
+            return
+        budget = TimeBudget(args.grpo_minutes)
+        res = clock.run(name, lambda: grpo_train_run(arm_config(name), extra_callbacks=[budget]))
+        res["stopped_by_time_budget"] = budget.hit
+        (out / name / "done.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+
+    train_here("grpo_stages12")
+    if judge_job is not None:
+        clock.run("consistency judge (beyond GRPO stages 1-2)", judge_job.wait)
+    report["judge"] = json.loads(judge_done.read_text())
+    # Stage 3 twice from stages 1-2, at once: with the consistency reward in a second
+    # process, without it here.
+    side = None
+    if not (out / "grpo" / "final" / "model.safetensors").exists():
+        (out / "grpo").mkdir(parents=True, exist_ok=True)
+        side = SideJob("GRPO stage 3 with consistency", "grpo", out / "grpo" / "done.json",
+                       {"config": arm_config("grpo"), "minutes": args.grpo_minutes, "threads": args.threads})
+    train_here("grpo_no_consistency")
+    if side is not None:
+        clock.run("grpo (beyond the arm without consistency)", side.wait)
+    for name in runs:
         done = json.loads((out / name / "done.json").read_text())
         report[name] = {k: done.get(k) for k in ("global_step", "epoch", "train_loss", "weight_changes",
                                                  "stopped_by_time_budget")}
@@ -572,8 +631,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     row_dirs = {name: out / "eval" / f"row{i}" for i, name in enumerate(evals)}
     for name, (model, recs) in evals.items():
-        rows[name] = clock.run(f"evaluate {name}", lambda model=model, recs=recs, name=name: evaluate_row(
-            name, model, recs, row_dirs[name], warm_dir))
+        done_row = row_dirs[name] / "row.json"
+        if not done_row.exists():
+            row = clock.run(f"evaluate {name}", lambda model=model, recs=recs, name=name: evaluate_row(
+                name, model, recs, row_dirs[name], judge_dir))
+            done_row.write_text(json.dumps(row, indent=1) + "\n")
+        rows[name] = json.loads(done_row.read_text())
     rows["(h) rule-based reading, no model"] = reading_row(test_cache)
     report["rows"] = rows
     report["table"] = results_table(rows, list(rows))
@@ -643,8 +706,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grpo-minutes", type=float, default=5.0, help="time budget of each GRPO run")
     p.add_argument("--grpo-lr", type=float, default=5e-5, help="peak learning rate of GRPO")
     p.add_argument("--grpo-batch", type=int, default=8,
-                   help="completions per GRPO step, 4 of each question (the paper's global batch is 32; "
-                        "docs/mini_world.md compares 32 at learning rate 2e-4)")
+                   help="completions per GRPO step, --grpo-group of each question (the paper's global batch "
+                        "is 32; docs/mini_world.md compares settings)")
+    p.add_argument("--grpo-group", type=int, default=4,
+                   help="completions per question in a GRPO step (the paper: 8); divides --grpo-batch")
+    p.add_argument("--judge-minutes", type=float, default=5.0,
+                   help="time budget of the consistency judge's training (beside GRPO stages 1-2)")
+    p.add_argument("--judge-text-episodes", type=int, default=6000,
+                   help="reading-curriculum questions in the judge's training, beside the worked examples")
     p.add_argument("--eval-rooms", type=int, default=40,
                    help="test rooms of the results table (the first N of the test split)")
     p.add_argument("--threads", type=int, default=1,
@@ -657,9 +726,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "INFO"))
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.grpo_batch < 4 or args.grpo_batch % 4:
-        parser.error(f"--grpo-batch {args.grpo_batch}: must be a positive multiple of 4 (each question gets "
-                     "a group of 4 completions)")
+    if args.grpo_group < 2:
+        parser.error(f"--grpo-group {args.grpo_group}: must be at least 2 (GRPO compares completions of a question)")
+    if args.grpo_batch < args.grpo_group or args.grpo_batch % args.grpo_group:
+        parser.error(f"--grpo-batch {args.grpo_batch}: must be a positive multiple of {args.grpo_group} "
+                     "(--grpo-group): each question gets a whole group of completions")
+    if args.judge_minutes <= 0:
+        parser.error(f"--judge-minutes {args.judge_minutes}: must be positive")
     if args.grpo_lr <= 0:
         parser.error(f"--grpo-lr {args.grpo_lr}: must be positive")
     if not 1 <= args.eval_rooms <= args.test_rooms:

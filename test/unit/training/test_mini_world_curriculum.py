@@ -114,16 +114,16 @@ def test_curriculum_job_trains_in_its_own_process_and_reports_failure(tmp_path) 
     import json
 
     from embodied_r_training.mini_world import models
-    from embodied_r_training.mini_world.run import CurriculumJob
+    from embodied_r_training.mini_world.run import curriculum_job
 
     tok = models.build_world_tokenizer(worked.vocabulary(), vocab_size=600)
     models.new_lm(tmp_path / "lm", tok, hidden=32, layers=2, heads=4, kv_heads=4)
     args = argparse.Namespace(curriculum_minutes=0.02, curriculum_long_minutes=0.02, curriculum_lr=2e-3, seed=0)
-    job = CurriculumJob(tmp_path / "lm", tmp_path / "done.json", args)
+    job = curriculum_job(tmp_path / "lm", tmp_path / "done.json", args)
     assert job.process.pid is not None and job.process.daemon
     job.wait()
     report = json.loads((tmp_path / "done.json").read_text())
     assert report["short"]["steps"] >= 1 and report["long"]["steps"] >= 1
-    broken = CurriculumJob(tmp_path / "missing", tmp_path / "never.json", args)
+    broken = curriculum_job(tmp_path / "missing", tmp_path / "never.json", args)
     with pytest.raises(RuntimeError, match="reading curriculum failed"):
         broken.wait()
