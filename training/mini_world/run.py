@@ -311,6 +311,14 @@ def curriculum_job(model_dir: Path, done: Path, args: argparse.Namespace) -> Sid
         "long_minutes": args.curriculum_long_minutes, "lr": args.curriculum_lr, "seed": args.seed})
 
 
+def _fresh_copy(src: Path, dst: Path) -> None:
+    """`dst` becomes a copy of the model folder `src` (a stage that trains a model in place
+    starts from it; an unfinished earlier attempt is replaced)."""
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+
+
 def _copy_model(src: Path, dst: Path) -> None:
     if dst.exists():
         shutil.rmtree(dst)
@@ -493,9 +501,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     curriculum_dir, curriculum_done = mdir / "lm_curriculum", mdir / "lm_curriculum.done.json"
     job = None
     if not curriculum_done.exists():
-        if curriculum_dir.exists():
-            shutil.rmtree(curriculum_dir)
-        shutil.copytree(lm_init, curriculum_dir)
+        _fresh_copy(lm_init, curriculum_dir)
         job = curriculum_job(curriculum_dir, curriculum_done, args)
     report: dict[str, Any] = {"world": summary["counts"], "settings": vars(args)}
     if not (mdir / "vlm.done.json").exists():
@@ -553,9 +559,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     warm = [r for r in train_cache if r["scene_name"] in warm_rooms]
     grpo_records = [r for r in train_cache if r["scene_name"] in grpo_rooms]
     if not (mdir / "lm_warmup.done.json").exists():
-        if warm_dir.exists():
-            shutil.rmtree(warm_dir)
-        shutil.copytree(curriculum_dir, warm_dir)
+        _fresh_copy(curriculum_dir, warm_dir)
         # Text episodes beside the world's worked examples keep the curriculum's reading.
         pairs = lm_sft.sft_pairs(warm, truth) + curriculum.stage_pairs(
             curriculum.make_records(args.seed * 1000 + 7, args.warmup_text_episodes, curriculum.LONG_FRAMES),
@@ -574,9 +578,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     judge_dir, judge_done = mdir / "judge", mdir / "judge.done.json"
     judge_job = None
     if not judge_done.exists():
-        if judge_dir.exists():
-            shutil.rmtree(judge_dir)
-        shutil.copytree(warm_dir, judge_dir)
+        _fresh_copy(warm_dir, judge_dir)
         items = [(r["question"], lm_sft.worked_reasoning(r, truth[r["Question_id"]])[0], r["answer"]) for r in warm]
         judge_job = SideJob("consistency judge", "judge", judge_done, {
             "model_dir": judge_dir, "items": items, "minutes": args.judge_minutes, "seed": args.seed,
