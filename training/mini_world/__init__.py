@@ -7,6 +7,8 @@
   per-pixel labels (`embodied_r_ros.sample_data.captions`), for both streaming prompts.
 * `lm_sft`: the reasoning model's warm-up on worked examples (think/answer format) and
   on the consistency judge's prompt.
+* `judge`: the consistency reward's judge, trained from the warm-up model to write its
+  own option scan from the reasoning's decision instead of copying the answer's letter.
 * `run`: one command for everything (world, both models, perception cache, GRPO with
   and without the consistency reward, the results table, shipped checkpoints).
 

@@ -5,9 +5,9 @@ perception model's descriptions) with a completion ``<think>...</think><answer>B
 whose reasoning is the rule-based reading of those descriptions (`worked.read`) when it
 reaches the graded answer, else one sentence naming the graded answer, followed by the
 option scan up to the answer (`worked.option_scan`). The same model also learns the consistency
-judge's prompt (question, choices and a reasoning -> the letter that reasoning supports),
-so the frozen copy of the warm-up model can serve as the consistency reward's reference
-model, as the paper uses a frozen reference LM.
+judge's prompt (question, choices and a reasoning -> the letter that reasoning supports);
+the consistency reward's frozen reference model (`judge.py`) is then trained from a copy
+of the warm-up model to find that letter from the reasoning's decision.
 """
 
 from __future__ import annotations
