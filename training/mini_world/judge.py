@@ -39,28 +39,21 @@ JUDGE_TOKENS = 80
 SCAN_VARIANTS = ("true", "none", "other", "shortcut", "shuffled")
 
 
-def strip_scan(think: str) -> str:
-    """The reasoning without its trailing option scan (unchanged when it has none)."""
-    return worked._SCAN.sub("", think.strip()).strip()
-
-
 def shortcut_scan(choices: Sequence[str], named: int, at: int) -> str:
     """A scan that writes option `named`'s words at letter `at` (`at` != `named`): the
     options before `at` as written with "no", then the decision's words with "yes"."""
-    key = worked._option_key
-    parts = [f"{LETTERS[i]}. {key(c)}: no" for i, c in enumerate(choices[:at])]
-    return "; ".join([*parts, f"{LETTERS[at]}. {key(choices[named])}: yes"]) + "."
+    return worked.scan_text([*((i, c, False) for i, c in enumerate(choices[:at])), (at, choices[named], True)])
 
 
 def shuffled_scan(choices: Sequence[str], named: int, rng: random.Random) -> str:
     """A scan over the options' words in another order (the decision's words on another
     letter), up to the decision's words: the forged scans GRPO's completions write."""
+    if len(choices) < 2:
+        raise ValueError("a shuffled scan needs at least two options")
     order = list(range(len(choices)))
     while order.index(named) == named:
         rng.shuffle(order)
-    key = worked._option_key
-    return "; ".join(f"{LETTERS[pos]}. {key(choices[i])}: {'yes' if i == named else 'no'}"
-                     for pos, i in enumerate(order[: order.index(named) + 1])) + "."
+    return worked.scan_text((pos, choices[i], i == named) for pos, i in enumerate(order[: order.index(named) + 1]))
 
 
 def judge_reply(choices: Sequence[str], named: int) -> str:
@@ -76,7 +69,7 @@ def judge_pair(question: str, think: str, answer_index: int, variant: str,
     choices = [text for _, text in parse_choices(question)]
     if len(choices) < 2:
         return None
-    body = strip_scan(think)
+    body = worked.strip_scan(think)
     named = worked.named_option(body, choices)
     named = answer_index if named is None else named
     others = [i for i in range(len(choices)) if i != named]

@@ -26,7 +26,7 @@ questions get a one-sentence reasoning naming the answer, as before).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,11 +204,22 @@ def option_scan(choices: Sequence[str], k: int) -> str:
     instead of looked up by the option's text: in side experiments the tiny model never
     learned that lookup (the loss stayed at chance for 4,400 steps), but answered with the
     scan right 83% of the time after 3,000 steps."""
-    return "; ".join(f"{LETTERS[i]}. {_option_key(c)}: {'yes' if i == k else 'no'}"
-                     for i, c in enumerate(choices[: k + 1])) + "."
+    return scan_text((i, c, i == k) for i, c in enumerate(choices[: k + 1]))
+
+
+def scan_text(entries: Iterable[tuple[int, str, bool]]) -> str:
+    """A scan written from (letter position, option text, verdict) entries, in the form of
+    `option_scan`; the judge's training also writes forged ones with it (`judge.py`)."""
+    return "; ".join(f"{LETTERS[pos]}. {_option_key(text)}: {'yes' if yes else 'no'}"
+                     for pos, text, yes in entries) + "."
 
 
 _SCAN = re.compile(r"\s*\b[A-H]\. [^;]*?: (?:no|yes)(?:; [A-H]\. [^;]*?: (?:no|yes))*\.?\s*$")
+
+
+def strip_scan(think: str) -> str:
+    """The reasoning without its trailing option scan (unchanged when it has none)."""
+    return _SCAN.sub("", think.strip()).strip()
 
 
 def with_scan(think: str, choices: Sequence[str], k: int) -> str:
@@ -222,7 +233,7 @@ def named_option(think: str, choices: Sequence[str]) -> int | None:
     longest one when several are named, None when none is or two of the longest length
     are. A rule-based judge of which letter a reading of this module's form supports:
     exact where the consistency judge model guesses."""
-    last = _SCAN.sub("", think.strip()).rstrip(".").rsplit(". ", 1)[-1]
+    last = strip_scan(think).rstrip(".").rsplit(". ", 1)[-1]
     found = [(len(key), i) for i, c in enumerate(choices) if (key := _option_key(c)) and
              re.search(rf"(?<![\w-]){re.escape(key)}(?![\w-])", last)]
     if not found:

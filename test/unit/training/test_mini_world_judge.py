@@ -9,7 +9,7 @@ import pytest
 
 from embodied_r_ros.core.qa.consistency import read_judge_letter
 from embodied_r_ros.sample_data.questions import format_question
-from embodied_r_training.mini_world import judge
+from embodied_r_training.mini_world import judge, worked
 
 CHOICES = ["right", "back", "left"]
 QUESTION = format_question("Where I am standing now, at the end of the video, and facing the way I face "
@@ -23,9 +23,9 @@ def _shown(messages: list[dict[str, str]]) -> str:
 
 
 def test_strip_scan_removes_only_a_trailing_scan() -> None:
-    assert judge.strip_scan(DECISION + " A. right: no; B. back: no; C. left: yes.") == DECISION
-    assert judge.strip_scan(DECISION + " A. left: yes.") == DECISION
-    assert judge.strip_scan(DECISION) == DECISION
+    assert worked.strip_scan(DECISION + " A. right: no; B. back: no; C. left: yes.") == DECISION
+    assert worked.strip_scan(DECISION + " A. left: yes.") == DECISION
+    assert worked.strip_scan(DECISION) == DECISION
 
 
 def test_shortcut_scan_writes_the_decision_on_another_letter() -> None:
