@@ -257,6 +257,17 @@ class TimeBudget:
         return _Budget()
 
 
+def train_arm(config: Mapping[str, Any], minutes: float) -> dict[str, Any]:
+    """One GRPO run (`grpo.train`) stopped at its time budget; its result says whether the
+    budget stopped it (`stopped_by_time_budget`)."""
+    from embodied_r_training.grpo import train as grpo_train_run
+
+    budget = TimeBudget(minutes)
+    res = grpo_train_run(config, extra_callbacks=[budget])
+    res["stopped_by_time_budget"] = budget.hit
+    return res
+
+
 def _side_process(stage: str, done: str, kwargs: dict[str, Any]) -> None:
     """Body of a side job's process: run one stage, then write `done` (its report)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -271,12 +282,8 @@ def _side_process(stage: str, done: str, kwargs: dict[str, Any]) -> None:
     elif stage == "grpo":
         import torch
 
-        from embodied_r_training.grpo import train as grpo_train_run
-
         torch.set_num_threads(kwargs.pop("threads", 1))
-        budget = TimeBudget(kwargs.pop("minutes"))
-        res = grpo_train_run(kwargs["config"], extra_callbacks=[budget])
-        res["stopped_by_time_budget"] = budget.hit
+        res = train_arm(kwargs["config"], kwargs["minutes"])
     else:
         raise ValueError(f"unknown side stage {stage!r}")
     Path(done).write_text(json.dumps(res, default=str) + "\n")
@@ -571,7 +578,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     grpo_train = out / "grpo_train.jsonl"
     _write_jsonl(grpo_train, grpo_records)
     report["grpo_questions"] = len(grpo_records)
-    from embodied_r_training.grpo import train as grpo_train_run
 
     # The consistency judge trains from the warm-up model in a second process while GRPO's
     # stages 1-2 (which give consistency no weight) train here.
@@ -594,9 +600,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def train_here(name: str) -> None:
         if (out / name / "final" / "model.safetensors").exists():
             return
-        budget = TimeBudget(args.grpo_minutes)
-        res = clock.run(name, lambda: grpo_train_run(arm_config(name), extra_callbacks=[budget]))
-        res["stopped_by_time_budget"] = budget.hit
+        res = clock.run(name, lambda: train_arm(arm_config(name), args.grpo_minutes))
         (out / name / "done.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
 
     train_here("grpo_stages12")
