@@ -71,6 +71,9 @@ def test_a_flood_of_questions_all_get_a_typed_reply_without_autostart(tiny_model
         assert _change_state(client, Transition.TRANSITION_ACTIVATE), graph.output()[-3000:]
         client.wait_for_graph(120, alive_check=graph.check_alive)
         client.play(bag_frames(sample_dir)[:40], rate=0)
+        # The frames are published at once; the flood is about admission, so it starts
+        # once a key frame exists (before that, NO_KEYFRAMES is the right reply).
+        assert wait_for(lambda: client.status().keyframes >= 1, 120), graph.output()[-3000:]
         replies, slowest = _flood(client, FLOOD, timeout_s=15.0)
         lost = [r for r in replies if isinstance(r, Exception)]
         codes = Counter(ErrorCode(r.error_code).name for r in replies if not isinstance(r, Exception))
