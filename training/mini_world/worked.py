@@ -8,7 +8,8 @@ perception model's, in training), never from the renderer's labels:
 * appearance order: the frame where each listed object is first named;
 * action generation: the frame where the object is first named and the next frame whose
   action is a turn;
-* progress evaluation: the actions between the key frames, repeats merged;
+* progress evaluation: the first action between key frames, the first turn, and (when an
+  option moves backward and the frames never do) that no move was backward;
 * where an object is now or was at a moment (relative direction, landmark position,
   route planning): where it was last named, and the turns since; each turn of a key frame
   counts `TURN_DEG` degrees (chosen on training rooms), a position word counts the middle
@@ -139,23 +140,31 @@ def read(question: str, frames: Sequence[Frame]) -> tuple[str, str] | None:
             return text + f" No turn comes after it: {NO_TURN}.", NO_TURN
         return text + f" The next turn is in frame {nxt}: {frames[nxt].action}.", str(frames[nxt].action)
     if q.startswith("Question: Which list gives, in order, the first"):
-        actions = [str(f.action) for f in frames[1:] if f.action]
-        turns = [a for a in actions if a.startswith("rotate")]
+        moved = [(k, str(f.action)) for k, f in enumerate(frames) if k and f.action]
+        actions = [a for _, a in moved]
+        turns = [(k, a) for k, a in moved if a.startswith("rotate")]
         if not actions or not turns:
             return None
         fits = []
+        backward_ruled_out = False
         for text in choices:
             listed = [a.strip() for a in text.split(",")]
             their = [a for a in listed if a.startswith("rotate")]
             if "move backward" in listed and "move backward" not in actions:
+                backward_ruled_out = True
                 continue
-            if their and their[0] == turns[0]:
+            if their and their[0] == turns[0][1]:
                 fits.append((listed[0].startswith("rotate") == actions[0].startswith("rotate"), text))
         best = [text for same_start, text in fits if same_start] if len(fits) > 1 else [t for _, t in fits]
         if len(best) != 1:
             return None
-        return ("The actions between the frames are: " + ", ".join(actions) + f". The first turn is {turns[0]}, "
-                f"and frame 1 shows {actions[0]}."), best[0]
+        # Only the three facts the choice rests on, each one look-up in the prompt (the
+        # whole list of actions ran past the answer budget and was copied wrong).
+        text = (f"The first move is in frame {moved[0][0]}: {actions[0]}. "
+                f"The first turn is in frame {turns[0][0]}: {turns[0][1]}.")
+        if backward_ruled_out:
+            text += " I did not move backward."
+        return text, best[0]
     if m := _Q_THEN.search(q):
         at = _first(frames, m.group(1))
         got = None if at is None else _bearing_at(frames, m.group(2), at)
@@ -265,7 +274,8 @@ def vocabulary() -> list[str]:
             f"{names[k - 1]}.",
             f"The {name} is first named in frame {k % 9}. The next turn is in frame {k % 9 + 1}: {act}. "
             f"No turn comes after it: {NO_TURN}.",
-            f"The actions between the frames are: {act}, {act}. The first turn is {act}, and frame 1 shows {act}.",
+            f"The first move is in frame 1: {act}. The first turn is in frame {k % 9 + 2}: {act}. "
+            "I did not move backward.",
             f"A. {word}: no; B. {name}: no; C. {act}: yes.",
             f"I first saw the {name} in frame {k % 8}. The {name} was {word} in frame {k % 6}. Since then I "
             f"turned: {act}. I have not turned since. So it was to my left. So now it is to my back. So now it "

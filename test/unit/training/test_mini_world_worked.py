@@ -86,6 +86,14 @@ def test_progress_picks_the_option_with_the_first_turn_seen() -> None:
                "move backward, rotate left, move backward"]
     got = _read("Which list gives, in order, the first 3 movements I made in the video?", choices)
     assert got is not None and got[1] == "move forward, rotate left, move forward"
+    # Only the facts the choice rests on, each found in one frame line of the prompt:
+    # frame 1's action, the first turning frame (2), and that no move was backward.
+    assert got[0] == ("The first move is in frame 1: move forward. The first turn is in frame 2: rotate left. "
+                      "I did not move backward.")
+    # Without a backward option the last sentence is left out.
+    got = _read("Which list gives, in order, the first 3 movements I made in the video?", choices[:2])
+    assert got is not None and got[0] == ("The first move is in frame 1: move forward. The first turn is in frame 2: "
+                                     "rotate left.")
 
 
 def test_unknown_objects_and_unread_kinds_give_no_reading() -> None:
