@@ -511,7 +511,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         _fresh_copy(lm_init, curriculum_dir)
         job = curriculum_job(curriculum_dir, curriculum_done, args)
     report: dict[str, Any] = {"world": summary["counts"], "settings": vars(args)}
-    if not (mdir / "vlm.done.json").exists():
+    perception_now = not (mdir / "vlm.done.json").exists()
+    if perception_now:
         res = clock.run("perception captions", lambda: vlm_sft.train_vlm(
             vlm_dir, world, caption_rooms, seed=args.seed,
             plain_minutes=args.vlm_minutes, prompt_minutes=args.vlm_prompt_minutes))
@@ -560,7 +561,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     # Reasoning: curriculum (above), warm-up, then GRPO with and without the consistency reward.
     if job is not None:
-        clock.run("reasoning curriculum (beyond perception)", job.wait)
+        # A resumed run whose perception model is done waits for the whole curriculum.
+        clock.run("reasoning curriculum (beyond perception)" if perception_now
+                  else "reasoning curriculum (alone: perception from an earlier run)", job.wait)
     report["lm_curriculum"] = json.loads(curriculum_done.read_text())
     warm_dir = mdir / "lm_warmup"
     warm = [r for r in train_cache if r["scene_name"] in warm_rooms]
