@@ -26,7 +26,7 @@ from embodied_r_ros.core.types import OPTION_LETTERS
 from embodied_r_ros.sample_data.scene import SyntheticClip
 
 __all__ = ["BACK_RULE", "NO_TURN", "QUESTION_KINDS", "QUESTION_TEXTS", "SAMPLE_KINDS", "format_question",
-           "make_questions", "route_choices"]
+           "make_questions", "progress_choices", "route_choices"]
 
 LETTERS = OPTION_LETTERS
 BACK_RULE = "An object is to my back if I would have to turn at least 135 degrees in order to face it."
@@ -42,6 +42,7 @@ QUESTION_TEXTS = {
     "next_turn": "After I first saw the {name}, what was the next turn I made?",
     "route": "From where I am now, facing the way I face now, how do I get to the {name}?",
     "landmark_position": "At the end of the video, where is the {name} relative to me?",
+    "progress": "Which list gives, in order, the first {count} movements I made in the video?",
 }
 
 
@@ -294,33 +295,38 @@ def _route(b: _Builder) -> None:
         return
 
 
+_SWAP = {"left": "right", "right": "left", "forward": "backward", "backward": "forward",
+         "upward": "downward", "downward": "upward"}
+
+
+def _swapped(actions: list[str], verb: str) -> list[str]:
+    """`actions` with the direction of every action of `verb` ("rotate", "move") reversed."""
+    return [f"{a.split(' ')[0]} {_SWAP.get(a.split(' ')[1], a.split(' ')[1])}" if a.startswith(verb) else a
+            for a in actions]
+
+
+def progress_choices(labels: list[str]) -> tuple[str, list[str]] | None:
+    """(correct, distractors) of a progress-evaluation question on the movements `labels`
+    ("move forward", "rotate left", ...): the distractors turn the other way, list the
+    movements backwards, reverse the moves, or both turn and move the other way; None when
+    fewer than two distinct distractors remain."""
+    correct = ", ".join(labels)
+    mirrored, flipped = _swapped(labels, "rotate"), _swapped(labels, "move")
+    candidates = [", ".join(mirrored), ", ".join(labels[::-1]), ", ".join(flipped),
+                  ", ".join(_swapped(flipped, "rotate"))]
+    distractors = [c for c in dict.fromkeys(candidates) if c != correct][:3]
+    return (correct, distractors) if len(distractors) >= 2 else None
+
+
 def _progress(b: _Builder) -> None:
     clip = b.clip
     labels = [s.action for s in clip.segments[:4]]
-    if len(labels) < 3:
-        return
-    swap = {"left": "right", "right": "left", "forward": "backward", "backward": "forward",
-            "upward": "downward", "downward": "upward"}
-
-    def mirror(actions: list[str]) -> list[str]:
-        return [a.split(" ")[0] + " " + swap.get(a.split(" ")[1], a.split(" ")[1]) if a.startswith("rotate") else a
-                for a in actions]
-
-    def flip_moves(actions: list[str]) -> list[str]:
-        return [a.split(" ")[0] + " " + swap.get(a.split(" ")[1], a.split(" ")[1]) if a.startswith("move") else a
-                for a in actions]
-
-    correct = ", ".join(labels)
-    candidates = [", ".join(mirror(labels)), ", ".join(labels[::-1]), ", ".join(flip_moves(labels)),
-                  ", ".join(mirror(flip_moves(labels)))]
-    distractors = [c for c in dict.fromkeys(candidates) if c != correct][:3]
-    if len(distractors) < 2:
+    if len(labels) < 3 or (choices := progress_choices(labels)) is None:
         return
     b.add(
         "progress_evaluation",
-        f"Which list gives, in order, the first {len(labels)} movements I made in the video?",
-        correct,
-        distractors,
+        QUESTION_TEXTS["progress"].format(count=len(labels)),
+        *choices,
         {"segments": [(s.action, s.amount, round(s.start_s, 3), round(s.end_s, 3)) for s in clip.segments[:4]]},
     )
 

@@ -12,7 +12,8 @@ is the slow part of the world, so the curriculum's episodes are made without it:
   from the bearing), in the caption form the perception model writes;
 * its **questions** use the world's wording (`questions.QUESTION_TEXTS`) for the kinds the
   rule-based reading handles (appearance order, relative direction now and at a first
-  sighting, landmark position, next turn, route planning), and their **answer is the
+  sighting, landmark position, next turn, route planning; progress evaluation in the
+  stages `progress_questions` names), and their **answer is the
   option that reading reaches** (`worked.read`), with the reading as the worked `<think>`;
   so every example is a reading the model can follow in its own prompt (the answers are
   those of the descriptions, not of the room's geometry: the curriculum teaches reading,
@@ -40,8 +41,9 @@ SHORT_FRAMES = (2, 4)
 LONG_FRAMES = (2, 10)
 
 
-def text_episode(rng: random.Random, n_frames: int) -> tuple[list[str], list[str]]:
-    """(object names, one caption per key frame) of a random 2-D room and camera script."""
+def text_episode(rng: random.Random, n_frames: int) -> tuple[list[str], list[str], list[str]]:
+    """(object names, one caption per key frame, the action before each key frame: "" for
+    the first) of a random 2-D room and camera script."""
     from embodied_r_ros.sample_data.captions import SeenObject, first_caption, pair_caption
     from embodied_r_ros.sample_data.world import COLOURS, SHAPES
 
@@ -81,7 +83,7 @@ def text_episode(rng: random.Random, n_frames: int) -> tuple[list[str], list[str
 
     objs = [in_view(p) for p in poses]
     texts = [first_caption(objs[0])] + [pair_caption(actions[k], objs[k - 1], objs[k]) for k in range(1, n_frames)]
-    return names, texts
+    return names, texts, actions
 
 
 def _options(rng: random.Random, kind: str, answer: str) -> list[str]:
@@ -108,19 +110,21 @@ def _options(rng: random.Random, kind: str, answer: str) -> list[str]:
 
 _CATEGORY = {"appearance_order": "appearance_order", "direction_now": "object_rel_direction",
              "direction_then": "object_rel_direction", "landmark_position": "landmark_position",
-             "next_turn": "action_generation", "route": "route_planning"}
+             "next_turn": "action_generation", "route": "route_planning", "progress": "progress_evaluation"}
 
 
 def episode_records(rng: random.Random, n_frames: int, episode_id: str, per_episode: int = 2,
-                    ) -> list[dict[str, Any]]:
+                    progress: bool = False) -> list[dict[str, Any]]:
     """Up to `per_episode` questions of one text episode as cached records (the robot's
     reasoning prompt over its captions, as `perception_cache.build_record` writes them)
-    with the worked reasoning in "think"."""
-    from embodied_r_ros.sample_data.questions import LETTERS, QUESTION_TEXTS, format_question
+    with the worked reasoning in "think". With `progress`, progress evaluation ("which list
+    gives the first N movements") is among the kinds asked, with the world's options
+    (`questions.progress_choices`) on the episode's first three or four actions."""
+    from embodied_r_ros.sample_data.questions import LETTERS, QUESTION_TEXTS, format_question, progress_choices
     from embodied_r_training.mini_world import worked
     from embodied_r_training.perception_cache import build_record
 
-    names, texts = text_episode(rng, n_frames)
+    names, texts, actions = text_episode(rng, n_frames)
     keyframes = {"source_frames": list(range(n_frames))}
     frames = worked.parse_frames(build_record({"answer": "", "question": ""}, "streaming", keyframes, texts)["frames"])
     first = {n: k for n in names if (k := next((j for j, f in enumerate(frames) if n in f.seen), None)) is not None}
@@ -141,13 +145,21 @@ def episode_records(rng: random.Random, n_frames: int, episode_id: str, per_epis
         if before:
             asks.append(("direction_then", QUESTION_TEXTS["direction_then"].format(anchor=anchor,
                                                                                    name=rng.choice(before))))
+    # Progress evaluation's reading chooses among the options, so they come first.
+    fixed: dict[str, list[str]] = {}
+    moves = actions[1:5]
+    made = progress_choices(moves) if progress and len(moves) >= 3 else None
+    if made is not None and any(a.startswith("rotate") for a in moves):
+        fixed["progress"] = [made[0], *made[1]]
+        rng.shuffle(fixed["progress"])
+        asks.append(("progress", QUESTION_TEXTS["progress"].format(count=len(moves))))
     rng.shuffle(asks)
     out: list[dict[str, Any]] = []
     for kind, text in asks:
-        got = worked.read("Question: " + text, frames)
+        got = worked.read(format_question(text, fixed[kind]) if kind in fixed else "Question: " + text, frames)
         if got is None:
             continue
-        options = _options(rng, kind, got[1])
+        options = fixed[kind] if kind in fixed else _options(rng, kind, got[1])
         question = format_question(text, options)
         index = worked.match_option(got[1], options)
         if index is None:
@@ -163,12 +175,13 @@ def episode_records(rng: random.Random, n_frames: int, episode_id: str, per_epis
     return out
 
 
-def make_records(seed: int, count: int, frames: tuple[int, int]) -> list[dict[str, Any]]:
-    """`count` curriculum records of episodes with frames[0]..frames[1] key frames."""
+def make_records(seed: int, count: int, frames: tuple[int, int], progress: bool = False) -> list[dict[str, Any]]:
+    """`count` curriculum records of episodes with frames[0]..frames[1] key frames (with
+    `progress`, progress-evaluation questions among them)."""
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []
     while len(out) < count:
-        out += episode_records(rng, rng.randint(*frames), f"text{seed}_{len(out)}")
+        out += episode_records(rng, rng.randint(*frames), f"text{seed}_{len(out)}", progress=progress)
     return out[:count]
 
 
@@ -198,14 +211,27 @@ def stage_pairs(records: Sequence[Mapping[str, Any]], *, short: bool, judge: boo
     return pairs
 
 
+def progress_stages(setting: str) -> tuple[str, ...]:
+    """The stages that ask progress-evaluation questions, by the run's
+    `--curriculum-progress` setting: "none", "long" (the robot's whole prompt) or "both"."""
+    stages = {"none": (), "long": ("long",), "both": ("short", "long")}
+    if setting not in stages:
+        raise ValueError(f"curriculum progress setting must be one of {sorted(stages)}, got {setting!r}")
+    return stages[setting]
+
+
 def train_curriculum(model_dir: Path, *, short_minutes: float, long_minutes: float, seed: int = 0,
-                     lr: float = 2e-3, threads: int = 1, progress: bool = True) -> dict[str, Any]:
+                     lr: float = 2e-3, threads: int = 1, progress: bool = True,
+                     progress_questions: str = "none") -> dict[str, Any]:
     """Both stages on the causal LM in `model_dir`, in place; each stage stops at its time
-    budget (a stage's records are more than it can use in that time)."""
+    budget (a stage's records are more than it can use in that time). `progress` shows a
+    progress bar; `progress_questions` (`progress_stages`) says which stages also ask
+    progress-evaluation questions."""
     import torch
 
     from embodied_r_training.mini_world import lm_sft
 
+    with_progress = progress_stages(progress_questions)
     torch.set_num_threads(threads)
     report: dict[str, Any] = {}
     for name, frames, minutes, short, count in (
@@ -213,7 +239,7 @@ def train_curriculum(model_dir: Path, *, short_minutes: float, long_minutes: flo
             ("long", LONG_FRAMES, long_minutes, False, 12000)):
         if minutes <= 0:
             continue
-        records = make_records(seed * 1000 + len(report) + 1, count, frames)
+        records = make_records(seed * 1000 + len(report) + 1, count, frames, progress=name in with_progress)
         res = lm_sft.train_lm(model_dir, stage_pairs(records, short=short, judge=not short), epochs=1,
                               batch_size=8, lr=lr, seed=seed, progress=progress, max_minutes=minutes,
                               desc=f"reading curriculum ({name})")

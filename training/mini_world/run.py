@@ -315,7 +315,8 @@ def curriculum_job(model_dir: Path, done: Path, args: argparse.Namespace) -> Sid
     """The reading curriculum beside the perception model."""
     return SideJob("reading curriculum", "curriculum", done, {
         "model_dir": Path(model_dir), "short_minutes": args.curriculum_minutes,
-        "long_minutes": args.curriculum_long_minutes, "lr": args.curriculum_lr, "seed": args.seed})
+        "long_minutes": args.curriculum_long_minutes, "lr": args.curriculum_lr, "seed": args.seed,
+        "progress_questions": args.curriculum_progress})
 
 
 def _fresh_copy(src: Path, dst: Path) -> None:
@@ -572,7 +573,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         _fresh_copy(curriculum_dir, warm_dir)
         # Text episodes beside the world's worked examples keep the curriculum's reading.
         pairs = lm_sft.sft_pairs(warm, truth) + curriculum.stage_pairs(
-            curriculum.make_records(args.seed * 1000 + 7, args.warmup_text_episodes, curriculum.LONG_FRAMES),
+            curriculum.make_records(args.seed * 1000 + 7, args.warmup_text_episodes, curriculum.LONG_FRAMES,
+                                    progress="long" in curriculum.progress_stages(args.curriculum_progress)),
             short=False, judge=True)
         res = clock.run("reasoning warm-up", lambda: lm_sft.train_lm(
             warm_dir, pairs, epochs=args.lm_epochs, seed=args.seed, max_minutes=args.lm_minutes))
@@ -706,6 +708,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--curriculum-long-minutes", type=float, default=10.0,
                    help="time budget of its second stage (the robot's prompt)")
     p.add_argument("--curriculum-lr", type=float, default=2e-3, help="peak learning rate of the curriculum")
+    p.add_argument("--curriculum-progress", choices=("none", "long", "both"), default="none",
+                   help="curriculum stages that also ask progress-evaluation questions (with 'long' or "
+                        "'both', so do the text episodes mixed into the warm-up)")
     p.add_argument("--warmup-text-episodes", type=int, default=600,
                    help="curriculum questions mixed into the warm-up's worked examples")
     p.add_argument("--lm-epochs", type=int, default=8, help="epochs of the reasoning warm-up")

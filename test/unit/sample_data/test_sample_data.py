@@ -12,7 +12,7 @@ import pytest
 
 from embodied_r_ros.core.errors import InvalidRequestError
 from embodied_r_ros.sample_data.bag_io import list_topics, read_image_bag, read_odometry
-from embodied_r_ros.sample_data.questions import format_question, make_questions
+from embodied_r_ros.sample_data.questions import format_question, make_questions, progress_choices
 from embodied_r_ros.sample_data.scene import (
     ACTIONS,
     CameraPose,
@@ -308,6 +308,16 @@ def test_questions_follow_a_different_path():
         _check_question(other, q)
     progress = next(q for q in qs if q["question_category"] == "progress_evaluation")
     assert progress["answer_text"] == "move forward, rotate right, move forward, rotate left"
+
+
+def test_progress_distractors_turn_reverse_and_flip_the_movements():
+    correct, distractors = progress_choices(["move forward", "rotate right", "move forward", "rotate left"])
+    assert correct == "move forward, rotate right, move forward, rotate left"
+    assert distractors == ["move forward, rotate left, move forward, rotate right",
+                           "rotate left, move forward, rotate right, move forward",
+                           "move backward, rotate right, move backward, rotate left"]
+    # a palindrome of turns only: mirrored and reversed coincide, flipping moves changes nothing
+    assert progress_choices(["rotate left", "rotate left", "rotate left"]) is None
 
 
 def test_questions_are_deterministic(clip):

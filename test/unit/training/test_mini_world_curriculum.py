@@ -11,7 +11,7 @@ import pytest
 
 from embodied_r_ros.core.prompts.perception import ACTIONS
 from embodied_r_ros.core.prompts.reasoning import build_reasoning_messages, parse_choices
-from embodied_r_ros.sample_data.questions import QUESTION_TEXTS
+from embodied_r_ros.sample_data.questions import QUESTION_TEXTS, progress_choices
 from embodied_r_training.mini_world import curriculum, lm_sft, worked
 
 
@@ -53,10 +53,37 @@ def test_prompt_is_the_robots_reasoning_prompt_over_caption_lines(records: list[
 
 def test_questions_use_the_worlds_wording(records: list[dict]) -> None:
     patterns = [re.compile(re.escape(t).replace(r"\{names\}", ".+").replace(r"\{name\}", "[a-z]+ [a-z]+")
-                           .replace(r"\{anchor\}", "[a-z]+ [a-z]+") + "$") for t in QUESTION_TEXTS.values()]
-    for r in records:
+                           .replace(r"\{anchor\}", "[a-z]+ [a-z]+").replace(r"\{count\}", "[34]") + "$")
+                for t in QUESTION_TEXTS.values()]
+    for r in records + curriculum.make_records(3, 120, curriculum.LONG_FRAMES, progress=True):
         first = r["question"].split("\nChoices:")[0].removeprefix("Question: ")
         assert any(p.match(first) for p in patterns), first
+
+
+def test_progress_questions_only_when_asked_with_the_worlds_options_on_the_episodes_actions(records) -> None:
+    assert not any(r["question_category"] == "progress_evaluation" for r in records)
+    asked = curriculum.make_records(3, 300, curriculum.LONG_FRAMES, progress=True)
+    progress = [r for r in asked if r["question_category"] == "progress_evaluation"]
+    assert len(progress) >= 0.05 * len(asked)
+    for r in progress:
+        actions = [f["action"] for f in r["frames"][1:]]
+        n = int(re.search(r"the first (\d) movements", r["question"]).group(1))
+        correct, distractors = progress_choices(actions[:n])
+        choices = [text for _, text in parse_choices(r["question"])]
+        assert sorted(choices) == sorted([correct, *distractors])
+        # the reading's option (the answer) is the true list: its facts are frame look-ups
+        assert choices["ABCD".index(r["answer"])] == correct
+        assert f"The first move is in frame 1: {actions[0]}." in r["think"]
+        got = worked.read(r["question"], worked.parse_frames(r["frames"]))
+        assert got is not None and r["think"] == worked.with_scan(got[0], choices, choices.index(got[1]))
+
+
+def test_progress_stages_by_setting() -> None:
+    assert curriculum.progress_stages("none") == ()
+    assert curriculum.progress_stages("long") == ("long",)
+    assert curriculum.progress_stages("both") == ("short", "long")
+    with pytest.raises(ValueError, match="one of"):
+        curriculum.progress_stages("short")
 
 
 def test_short_stage_prompt_is_the_frame_lines_and_the_question(records: list[dict]) -> None:
@@ -118,7 +145,8 @@ def test_curriculum_job_trains_in_its_own_process_and_reports_failure(tmp_path) 
 
     tok = models.build_world_tokenizer(worked.vocabulary(), vocab_size=600)
     models.new_lm(tmp_path / "lm", tok, hidden=32, layers=2, heads=4, kv_heads=4)
-    args = argparse.Namespace(curriculum_minutes=0.02, curriculum_long_minutes=0.02, curriculum_lr=2e-3, seed=0)
+    args = argparse.Namespace(curriculum_minutes=0.02, curriculum_long_minutes=0.02, curriculum_lr=2e-3, seed=0,
+                              curriculum_progress="long")
     job = curriculum_job(tmp_path / "lm", tmp_path / "done.json", args)
     assert job.process.pid is not None and job.process.daemon
     job.wait()
