@@ -145,21 +145,22 @@ def episode_records(rng: random.Random, n_frames: int, episode_id: str, per_epis
         if before:
             asks.append(("direction_then", QUESTION_TEXTS["direction_then"].format(anchor=anchor,
                                                                                    name=rng.choice(before))))
-    # Progress evaluation's reading chooses among the options, so they come first.
-    fixed: dict[str, list[str]] = {}
+    # Progress evaluation's reading chooses among the options, so they are made first.
+    progress_options: list[str] = []
     moves = actions[1:5]
     made = progress_choices(moves) if progress and len(moves) >= 3 else None
     if made is not None and any(a.startswith("rotate") for a in moves):
-        fixed["progress"] = [made[0], *made[1]]
-        rng.shuffle(fixed["progress"])
+        progress_options = [made[0], *made[1]]
+        rng.shuffle(progress_options)
         asks.append(("progress", QUESTION_TEXTS["progress"].format(count=len(moves))))
     rng.shuffle(asks)
     out: list[dict[str, Any]] = []
     for kind, text in asks:
-        got = worked.read(format_question(text, fixed[kind]) if kind in fixed else "Question: " + text, frames)
+        listed = kind == "progress"
+        got = worked.read(format_question(text, progress_options) if listed else "Question: " + text, frames)
         if got is None:
             continue
-        options = fixed[kind] if kind in fixed else _options(rng, kind, got[1])
+        options = progress_options if listed else _options(rng, kind, got[1])
         question = format_question(text, options)
         index = worked.match_option(got[1], options)
         if index is None:

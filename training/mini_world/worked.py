@@ -33,7 +33,7 @@ from typing import Any
 
 from embodied_r_ros.core.prompts.reasoning import parse_choices
 from embodied_r_ros.sample_data.captions import POSITION_WORDS
-from embodied_r_ros.sample_data.questions import LETTERS, NO_TURN
+from embodied_r_ros.sample_data.questions import LETTERS, NO_TURN, QUESTION_TEXTS
 
 # Degrees one turning key frame counts. On training rooms, with the robot's key-frame
 # rules, a turning key frame changes the heading by 47.5 degrees on average (the camera
@@ -112,6 +112,7 @@ _Q_LANDMARK = re.compile(rf"where is the ({_NAME}) relative to me")
 _Q_ROUTE = re.compile(rf"how do I get to the ({_NAME})")
 _Q_TURN = re.compile(rf"After I first saw the ({_NAME}), what was the next turn")
 _Q_ORDER = re.compile(r"first appear in the video: (.+)\?")
+_Q_PROGRESS = "Question: " + QUESTION_TEXTS["progress"].split("{count}")[0]
 
 
 def read(question: str, frames: Sequence[Frame]) -> tuple[str, str] | None:
@@ -139,7 +140,7 @@ def read(question: str, frames: Sequence[Frame]) -> tuple[str, str] | None:
         if nxt is None:
             return text + f" No turn comes after it: {NO_TURN}.", NO_TURN
         return text + f" The next turn is in frame {nxt}: {frames[nxt].action}.", str(frames[nxt].action)
-    if q.startswith("Question: Which list gives, in order, the first"):
+    if q.startswith(_Q_PROGRESS):
         moved = [(k, str(f.action)) for k, f in enumerate(frames) if k and f.action]
         actions = [a for _, a in moved]
         turns = [(k, a) for k, a in moved if a.startswith("rotate")]
