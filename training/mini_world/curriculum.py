@@ -156,11 +156,11 @@ def episode_records(rng: random.Random, n_frames: int, episode_id: str, per_epis
     rng.shuffle(asks)
     out: list[dict[str, Any]] = []
     for kind, text in asks:
-        listed = kind == "progress"
-        got = worked.read(format_question(text, progress_options) if listed else "Question: " + text, frames)
+        is_progress = kind == "progress"
+        got = worked.read(format_question(text, progress_options) if is_progress else "Question: " + text, frames)
         if got is None:
             continue
-        options = progress_options if listed else _options(rng, kind, got[1])
+        options = progress_options if is_progress else _options(rng, kind, got[1])
         question = format_question(text, options)
         index = worked.match_option(got[1], options)
         if index is None:
