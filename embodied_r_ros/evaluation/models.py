@@ -50,8 +50,10 @@ def _local_cpu_model(role: str, model: Path, max_new_tokens: int) -> dict[str, A
 # The mini world's trained checkpoints (training/mini_world), shipped in the package.
 MINI_WORLD_DIR = Path(__file__).resolve().parents[1] / "sample_data" / "models"
 MINI_WORLD_MODELS = {"perception": MINI_WORLD_DIR / "mini_world_vlm", "reasoning": MINI_WORLD_DIR / "mini_world_lm"}
-# Generation lengths of the mini-world models (their training texts are shorter).
-MINI_WORLD_MAX_NEW_TOKENS = {"perception": 64, "reasoning": 112}
+# Generation lengths of the mini-world models: room for their longest training text
+# (the reasoning curriculum's longest completion, a four-object appearance order, is 123
+# tokens with the end token; test_mini_world_curriculum checks every kind fits).
+MINI_WORLD_MAX_NEW_TOKENS = {"perception": 64, "reasoning": 128}
 
 
 def mini_world_available() -> bool:

@@ -155,3 +155,23 @@ def test_curriculum_job_trains_in_its_own_process_and_reports_failure(tmp_path) 
     broken = curriculum_job(tmp_path / "missing", tmp_path / "never.json", args)
     with pytest.raises(RuntimeError, match="reading curriculum failed"):
         broken.wait()
+
+
+def test_every_worked_completion_fits_the_reasoning_budget() -> None:
+    # A training text longer than the generation budget teaches an answer the model can
+    # never finish: it runs out before the letter. Checked with the shipped model's
+    # tokenizer over every kind, both frame ranges and the progress questions.
+    from transformers import AutoTokenizer
+
+    from embodied_r_ros.evaluation.models import MINI_WORLD_MAX_NEW_TOKENS, MINI_WORLD_MODELS
+
+    tok = AutoTokenizer.from_pretrained(MINI_WORLD_MODELS["reasoning"])
+    budget = MINI_WORLD_MAX_NEW_TOKENS["reasoning"]
+    recs = (curriculum.make_records(0, 1500, curriculum.LONG_FRAMES, progress=True)
+            + curriculum.make_records(1, 1500, curriculum.SHORT_FRAMES, progress=True))
+    longest: dict[str, int] = {}
+    for r in recs:
+        n = len(tok(curriculum.completion(r), add_special_tokens=False)["input_ids"]) + 1  # + end token
+        longest[r["question_category"]] = max(longest.get(r["question_category"], 0), n)
+    assert len(longest) >= 6, longest
+    assert max(longest.values()) <= budget, longest
