@@ -157,8 +157,8 @@ def test_curriculum_job_trains_in_its_own_process_and_reports_failure(tmp_path) 
         broken.wait()
 
 
-def test_every_worked_completion_fits_the_reasoning_budget() -> None:
-    # A training text longer than the generation budget teaches an answer the model can
+def test_every_curriculum_completion_fits_the_reasoning_budget() -> None:
+    # A curriculum text longer than the generation budget teaches an answer the model can
     # never finish: it runs out before the letter. Checked with the shipped model's
     # tokenizer over every kind, both frame ranges and the progress questions.
     from transformers import AutoTokenizer
