@@ -221,13 +221,20 @@ def progress_stages(setting: str) -> tuple[str, ...]:
     return stages[setting]
 
 
-def train_curriculum(model_dir: Path, *, short_minutes: float, long_minutes: float, seed: int = 0,
+SHORT_STEPS = 7500  # the shipped run's first stage: one pass over its 60,000 short records
+LONG_STEPS = 1300   # and its second stage (the robot's prompt), as the shipped run made them
+
+
+def train_curriculum(model_dir: Path, *, short_steps: int = SHORT_STEPS, long_steps: int = LONG_STEPS,
+                     short_minutes: float = 0.0, long_minutes: float = 0.0, seed: int = 0,
                      lr: float = 2e-3, threads: int = 1, progress: bool = True,
                      progress_questions: str = "none") -> dict[str, Any]:
-    """Both stages on the causal LM in `model_dir`, in place; each stage stops at its time
-    budget (a stage's records are more than it can use in that time). `progress` shows a
-    progress bar; `progress_questions` (`progress_stages`) says which stages also ask
-    progress-evaluation questions."""
+    """Both stages on the causal LM in `model_dir`, in place: `short_steps` steps (batch 8)
+    on short prompts, then `long_steps` on the robot's prompt (0 skips a stage). Each
+    stage's records are made for its steps (at least one pass over them); `*_minutes`
+    caps a stage's time (0: no cap; a capped stage's report says it was stopped).
+    `progress` shows a progress bar; `progress_questions` (`progress_stages`) says which
+    stages also ask progress-evaluation questions."""
     import torch
 
     from embodied_r_training.mini_world import lm_sft
@@ -235,15 +242,17 @@ def train_curriculum(model_dir: Path, *, short_minutes: float, long_minutes: flo
     with_progress = progress_stages(progress_questions)
     torch.set_num_threads(threads)
     report: dict[str, Any] = {}
-    for name, frames, minutes, short, count in (
-            ("short", SHORT_FRAMES, short_minutes, True, 60000),
-            ("long", LONG_FRAMES, long_minutes, False, 12000)):
-        if minutes <= 0:
+    for name, frames, steps, minutes, short, count in (
+            ("short", SHORT_FRAMES, short_steps, short_minutes, True, 60000),
+            ("long", LONG_FRAMES, long_steps, long_minutes, False, 12000)):
+        if steps <= 0:
             continue
+        # A short record is one example, a long one two (the robot's prompt and the judge's).
+        count = max(count, -(-steps * 8 // (1 if short else 2)))
         records = make_records(seed * 1000 + len(report) + 1, count, frames, progress=name in with_progress)
-        res = lm_sft.train_lm(model_dir, stage_pairs(records, short=short, judge=not short), epochs=1,
-                              batch_size=8, lr=lr, seed=seed, progress=progress, max_minutes=minutes,
-                              desc=f"reading curriculum ({name})")
+        pairs = stage_pairs(records, short=short, judge=not short)
+        res = lm_sft.train_lm(model_dir, pairs, epochs=1, batch_size=8, lr=lr, seed=seed, progress=progress,
+                              max_steps=steps, max_minutes=minutes or None, desc=f"reading curriculum ({name})")
         report[name] = {k: v for k, v in res.items() if k != "history"}
         report[name]["loss_by_tenth"] = _tenths([h["loss"] for h in res["history"]])
         log.info("reading curriculum (%s): %s steps, loss %.3f -> %.3f", name, res["steps"],

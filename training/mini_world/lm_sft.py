@@ -112,14 +112,21 @@ def learning_rate(peak: float, done: float, warmup: float = 0.05) -> float:
 
 def train_lm(model_dir: Path, pairs: Sequence[tuple[list[dict[str, str]], str]], *, epochs: int = 3,
              batch_size: int = 8, lr: float = 1e-3, seed: int = 0, progress: bool = True,
-             max_minutes: float | None = None, desc: str = "lm warm-up") -> dict[str, Any]:
-    """Supervised training of the causal LM in `model_dir`, in place. The learning rate
-    rises over the first 5% of the run and falls on a cosine to zero at its end, the end
-    being the last step or the time budget `max_minutes`, whichever comes first."""
+             max_steps: int | None = None, max_minutes: float | None = None,
+             desc: str = "lm warm-up") -> dict[str, Any]:
+    """Supervised training of the causal LM in `model_dir`, in place, for `epochs` over
+    `pairs` or `max_steps` steps, whichever is fewer (the run's length in steps). The
+    learning rate rises over the first 5% of those steps and falls on a cosine to zero at
+    the last, so the same steps train the same model on any machine. `max_minutes` is only
+    an upper limit on the time: a run it stops ends early (the result's
+    `stopped_by_time_budget`), with a warning, since its model then depends on the
+    machine's speed."""
     import torch
     from tqdm import tqdm
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if max_steps is not None and max_steps < 1:
+        raise ValueError(f"{desc}: max_steps must be at least 1, got {max_steps}")
     rng = random.Random(seed)
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -127,20 +134,26 @@ def train_lm(model_dir: Path, pairs: Sequence[tuple[list[dict[str, str]], str]],
     model.train()
     data = list(pairs)
     steps = epochs * ((len(data) + batch_size - 1) // batch_size)
+    if max_steps is not None:
+        steps = min(steps, max_steps)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     history: list[dict[str, float]] = []
     start = time.monotonic()
     bar = tqdm(total=steps, desc=desc, disable=not progress)
     step = 0
-    stop = False
+    timed_out = False
     for _ in range(epochs):
+        if step >= steps or timed_out:
+            break
         rng.shuffle(data)
         for k in range(0, len(data), batch_size):
-            done = step / steps
-            if max_minutes:
-                done = max(done, (time.monotonic() - start) / (max_minutes * 60))
+            if step >= steps:
+                break
+            if max_minutes and time.monotonic() - start > max_minutes * 60:
+                timed_out = True
+                break
             for group in opt.param_groups:
-                group["lr"] = learning_rate(lr, done)
+                group["lr"] = learning_rate(lr, step / steps)
             loss = model(**_batch(tokenizer, data[k : k + batch_size])).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -151,16 +164,20 @@ def train_lm(model_dir: Path, pairs: Sequence[tuple[list[dict[str, str]], str]],
             history.append({"step": step, "loss": value})
             bar.update(1)
             bar.set_postfix(loss=f"{value:.3f}")
-            if max_minutes and time.monotonic() - start > max_minutes * 60:
-                stop = True
-                break
-        if stop:
-            log.warning("%s stopped at the %.0f-minute budget", desc, max_minutes)
-            break
+            if not progress and step % max(1, steps // 10) == 0 and step < steps:
+                # No bar (a side process): a line every tenth of the run instead.
+                spent = time.monotonic() - start
+                log.info("%s: step %d of %d, loss %.3f, %.1f min so far, about %.1f min left", desc, step,
+                         steps, value, spent / 60, spent / step * (steps - step) / 60)
+    if timed_out:
+        log.warning("%s stopped by its %g-minute limit at step %d of %d: its model depends on this "
+                    "machine's speed; raise the limit (or set it to 0, none) to train all the steps",
+                    desc, max_minutes, step, steps)
     bar.close()
     model.eval()
     model.save_pretrained(model_dir, safe_serialization=True)
-    return {"pairs": len(data), "steps": step, "seconds": round(time.monotonic() - start, 1),
+    return {"pairs": len(data), "steps": step, "planned_steps": steps, "stopped_by_time_budget": timed_out,
+            "seconds": round(time.monotonic() - start, 1),
             "loss_first": history[0]["loss"] if history else None,
             "loss_last": float(np.mean([h["loss"] for h in history[-20:]])) if history else None,
             "history": history}

@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from embodied_r_ros.evaluation.models import MINI_WORLD_MAX_NEW_TOKENS
-from embodied_r_training.mini_world.judge import JUDGE_TOKENS
+from embodied_r_training.mini_world.curriculum import LONG_STEPS, SHORT_STEPS
+from embodied_r_training.mini_world.judge import JUDGE_STEPS, JUDGE_TOKENS
+from embodied_r_training.mini_world.vlm_sft import PLAIN_STEPS, PROMPT_STEPS
 
 log = logging.getLogger("embodied_r_training.mini_world")
 
@@ -47,6 +49,11 @@ SHIP_FILES = ("config.json", "generation_config.json", "model.safetensors", "tok
               "tokenizer_config.json", "chat_template.jinja", "processor_config.json",
               "preprocessor_config.json", "video_preprocessor_config.json", "special_tokens_map.json")
 KEYFRAMES: dict[str, Any] = {"sample_fps": 1.0, "min_keyframes": 4, "max_keyframes": 32}
+WARMUP_STEPS = 816  # the shipped reasoning warm-up's steps
+# Every training stage runs a fixed number of steps, so a slower machine takes longer but
+# trains the same model; its minutes option is only an upper limit.
+CAP_HELP = ("upper limit in minutes on {} (0: none); a stage it stops trains a weaker model that "
+            "depends on the machine's speed, and its report says so")
 PERCEPTION_TOKENS = MINI_WORLD_MAX_NEW_TOKENS["perception"]
 REASONING_TOKENS = MINI_WORLD_MAX_NEW_TOKENS["reasoning"]
 
@@ -238,7 +245,8 @@ def staged_runs(epochs_per_stage: int, final_epochs: int) -> dict[str, tuple[str
 
 
 class TimeBudget:
-    """A trainer callback that ends training after `minutes` (the run's time budget)."""
+    """A trainer callback that ends training after `minutes` (an upper limit on a run's
+    time; its steps are set by its epochs)."""
 
     def __new__(cls, minutes: float) -> Any:  # noqa: D102 - built lazily on transformers
         from transformers import TrainerCallback
@@ -257,14 +265,17 @@ class TimeBudget:
         return _Budget()
 
 
-def train_arm(config: Mapping[str, Any], minutes: float) -> dict[str, Any]:
-    """One GRPO run (`grpo.train`) stopped at its time budget; its result says whether the
-    budget stopped it (`stopped_by_time_budget`)."""
+def train_arm(config: Mapping[str, Any], minutes: float = 0.0) -> dict[str, Any]:
+    """One GRPO run (`grpo.train`) for its epochs; `minutes` (0: none) caps its time, and
+    its result says whether the cap stopped it (`stopped_by_time_budget`)."""
     from embodied_r_training.grpo import train as grpo_train_run
 
-    budget = TimeBudget(minutes)
-    res = grpo_train_run(config, extra_callbacks=[budget])
-    res["stopped_by_time_budget"] = budget.hit
+    budget = TimeBudget(minutes) if minutes > 0 else None
+    res = grpo_train_run(config, extra_callbacks=[budget] if budget is not None else [])
+    res["stopped_by_time_budget"] = bool(budget is not None and budget.hit)
+    if res["stopped_by_time_budget"]:
+        log.warning("GRPO run %s stopped by its %g-minute limit at step %s: its model depends on this "
+                    "machine's speed", config["grpo"]["output_dir"], minutes, res.get("global_step"))
     return res
 
 
@@ -283,7 +294,7 @@ def _side_process(stage: str, done: str, kwargs: dict[str, Any]) -> None:
         import torch
 
         torch.set_num_threads(kwargs.pop("threads", 1))
-        res = train_arm(kwargs["config"], kwargs["minutes"])
+        res = train_arm(kwargs["config"], kwargs.get("minutes", 0.0))
     else:
         raise ValueError(f"unknown side stage {stage!r}")
     Path(done).write_text(json.dumps(res, default=str) + "\n")
@@ -314,7 +325,8 @@ class SideJob:
 def curriculum_job(model_dir: Path, done: Path, args: argparse.Namespace) -> SideJob:
     """The reading curriculum beside the perception model."""
     return SideJob("reading curriculum", "curriculum", done, {
-        "model_dir": Path(model_dir), "short_minutes": args.curriculum_minutes,
+        "model_dir": Path(model_dir), "short_steps": args.curriculum_steps,
+        "long_steps": args.curriculum_long_steps, "short_minutes": args.curriculum_minutes,
         "long_minutes": args.curriculum_long_minutes, "lr": args.curriculum_lr, "seed": args.seed,
         "progress_questions": args.curriculum_progress})
 
@@ -516,6 +528,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if perception_now:
         res = clock.run("perception captions", lambda: vlm_sft.train_vlm(
             vlm_dir, world, caption_rooms, seed=args.seed,
+            plain_steps=args.vlm_steps, prompt_steps=args.vlm_prompt_steps,
             plain_minutes=args.vlm_minutes, prompt_minutes=args.vlm_prompt_minutes))
         (mdir / "vlm.done.json").write_text(json.dumps(res) + "\n")
     report["vlm_training"] = _without_history(mdir / "vlm.done.json")
@@ -577,7 +590,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                     progress="long" in curriculum.progress_stages(args.curriculum_progress)),
             short=False, judge=True)
         res = clock.run("reasoning warm-up", lambda: lm_sft.train_lm(
-            warm_dir, pairs, epochs=args.lm_epochs, seed=args.seed, max_minutes=args.lm_minutes))
+            warm_dir, pairs, epochs=args.lm_epochs, seed=args.seed, max_steps=args.lm_steps,
+            max_minutes=args.lm_minutes or None))
         (mdir / "lm_warmup.done.json").write_text(json.dumps(res) + "\n")
     report["lm_warmup"] = _without_history(mdir / "lm_warmup.done.json")
     grpo_train = out / "grpo_train.jsonl"
@@ -592,7 +606,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         _fresh_copy(warm_dir, judge_dir)
         items = [(r["question"], lm_sft.worked_reasoning(r, truth[r["Question_id"]])[0], r["answer"]) for r in warm]
         judge_job = SideJob("consistency judge", "judge", judge_done, {
-            "model_dir": judge_dir, "items": items, "minutes": args.judge_minutes, "seed": args.seed,
+            "model_dir": judge_dir, "items": items, "steps": args.judge_steps, "minutes": args.judge_minutes,
+            "seed": args.seed,
             "text_episodes": args.judge_text_episodes})
     runs = staged_runs(args.grpo_stage_epochs, args.grpo_final_epochs)
 
@@ -695,37 +710,46 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training rooms whose frames teach captions (none of the reasoning model's rooms)")
     p.add_argument("--warmup-rooms", type=int, default=45, help="training rooms of the worked examples")
     p.add_argument("--grpo-rooms", type=int, default=25, help="training rooms GRPO trains on")
-    p.add_argument("--vlm-minutes", type=float, default=20.0,
-                   help="time budget of the caption training on images alone")
-    p.add_argument("--vlm-prompt-minutes", type=float, default=6.0,
-                   help="time budget of the caption training with the robot's prompts")
+    p.add_argument("--vlm-steps", type=int, default=PLAIN_STEPS,
+                   help="steps (batch 16) of the caption training on images alone")
+    p.add_argument("--vlm-prompt-steps", type=int, default=PROMPT_STEPS,
+                   help="steps (batch 8) of the caption training with the robot's prompts")
+    p.add_argument("--vlm-minutes", type=float, default=0.0, help=CAP_HELP.format("--vlm-steps"))
+    p.add_argument("--vlm-prompt-minutes", type=float, default=0.0, help=CAP_HELP.format("--vlm-prompt-steps"))
     p.add_argument("--lm-hidden", type=int, default=128, help="hidden size of the reasoning model")
     p.add_argument("--lm-layers", type=int, default=3, help="layers of the reasoning model")
     p.add_argument("--lm-heads", type=int, default=8, help="attention heads of the reasoning model")
     p.add_argument("--lm-kv-heads", type=int, default=8, help="key/value heads of the reasoning model")
-    p.add_argument("--curriculum-minutes", type=float, default=24.0,
-                   help="time budget of the reading curriculum's first stage (short prompts)")
-    p.add_argument("--curriculum-long-minutes", type=float, default=10.0,
-                   help="time budget of its second stage (the robot's prompt)")
+    p.add_argument("--curriculum-steps", type=int, default=SHORT_STEPS,
+                   help="steps (batch 8) of the reading curriculum's first stage (short prompts)")
+    p.add_argument("--curriculum-long-steps", type=int, default=LONG_STEPS,
+                   help="steps of its second stage (the robot's prompt and the judge's)")
+    p.add_argument("--curriculum-minutes", type=float, default=0.0, help=CAP_HELP.format("--curriculum-steps"))
+    p.add_argument("--curriculum-long-minutes", type=float, default=0.0,
+                   help=CAP_HELP.format("--curriculum-long-steps"))
     p.add_argument("--curriculum-lr", type=float, default=2e-3, help="peak learning rate of the curriculum")
     p.add_argument("--curriculum-progress", choices=("none", "long", "both"), default="none",
                    help="curriculum stages that also ask progress-evaluation questions (with 'long' or "
                         "'both', so do the text episodes mixed into the warm-up)")
     p.add_argument("--warmup-text-episodes", type=int, default=600,
                    help="curriculum questions mixed into the warm-up's worked examples")
-    p.add_argument("--lm-epochs", type=int, default=8, help="epochs of the reasoning warm-up")
-    p.add_argument("--lm-minutes", type=float, default=7.0, help="time budget of the reasoning warm-up")
+    p.add_argument("--lm-steps", type=int, default=WARMUP_STEPS,
+                   help="steps (batch 8) of the reasoning warm-up (at most --lm-epochs passes)")
+    p.add_argument("--lm-epochs", type=int, default=8, help="most passes of the reasoning warm-up")
+    p.add_argument("--lm-minutes", type=float, default=0.0, help=CAP_HELP.format("--lm-steps"))
     p.add_argument("--grpo-stage-epochs", type=int, default=1, help="epochs of each of stages 1 and 2")
     p.add_argument("--grpo-final-epochs", type=int, default=2, help="epochs of stage 3 (each arm)")
-    p.add_argument("--grpo-minutes", type=float, default=5.0, help="time budget of each GRPO run")
+    p.add_argument("--grpo-minutes", type=float, default=0.0,
+                   help=CAP_HELP.format("each GRPO run's epochs (100 steps an epoch with the defaults)"))
     p.add_argument("--grpo-lr", type=float, default=5e-5, help="peak learning rate of GRPO")
     p.add_argument("--grpo-batch", type=int, default=8,
                    help="completions per GRPO step, --grpo-group of each question (the paper's global batch "
                         "is 32; docs/mini_world.md compares settings)")
     p.add_argument("--grpo-group", type=int, default=4,
                    help="completions per question in a GRPO step (the paper: 8); divides --grpo-batch")
-    p.add_argument("--judge-minutes", type=float, default=5.0,
-                   help="time budget of the consistency judge's training (beside GRPO stages 1-2)")
+    p.add_argument("--judge-steps", type=int, default=JUDGE_STEPS,
+                   help="steps (batch 8) of the consistency judge's training (beside GRPO stages 1-2)")
+    p.add_argument("--judge-minutes", type=float, default=0.0, help=CAP_HELP.format("--judge-steps"))
     p.add_argument("--judge-text-episodes", type=int, default=6000,
                    help="reading-curriculum questions in the judge's training, beside the worked examples")
     p.add_argument("--eval-rooms", type=int, default=40,
@@ -745,8 +769,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.grpo_batch < args.grpo_group or args.grpo_batch % args.grpo_group:
         parser.error(f"--grpo-batch {args.grpo_batch}: must be a positive multiple of {args.grpo_group} "
                      "(--grpo-group): each question gets a whole group of completions")
-    if args.judge_minutes <= 0:
-        parser.error(f"--judge-minutes {args.judge_minutes}: must be positive")
+    for name in ("vlm_steps", "vlm_prompt_steps", "lm_steps", "judge_steps"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be at least 1")
+    for name in ("curriculum_steps", "curriculum_long_steps"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be 0 (skip the stage) or more")
+    for name in ("vlm_minutes", "vlm_prompt_minutes", "curriculum_minutes", "curriculum_long_minutes",
+                 "lm_minutes", "judge_minutes", "grpo_minutes"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be 0 (no limit) or more")
     if args.grpo_lr <= 0:
         parser.error(f"--grpo-lr {args.grpo_lr}: must be positive")
     if not 1 <= args.eval_rooms <= args.test_rooms:

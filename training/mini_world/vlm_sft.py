@@ -117,26 +117,31 @@ def _batch(processor: Any, examples: Sequence[CaptionExample]) -> dict[str, Any]
 
 
 def _train_stage(model: Any, processor: Any, examples: list[CaptionExample], *, batch_size: int, lr: float,
-                 minutes: float, max_epochs: int, rng: random.Random, desc: str, progress: bool,
-                 history: list[dict[str, Any]]) -> int:
-    """AdamW steps over shuffled `examples` until `minutes` or `max_epochs` run out; the
-    learning rate warms up over 20 steps and falls linearly to 10% with the time spent."""
+                 steps: int, minutes: float, rng: random.Random, desc: str, progress: bool,
+                 history: list[dict[str, Any]]) -> tuple[int, bool]:
+    """`steps` AdamW steps over shuffled `examples` (passes repeat as needed); the learning
+    rate warms up over 20 steps and falls linearly to 10% at the last step. `minutes`
+    caps the time (0: no cap). Returns the steps made and whether the cap stopped them."""
     import torch
     from tqdm import tqdm
 
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     start = time.monotonic()
-    bar = tqdm(desc=desc, disable=not progress)
+    bar = tqdm(total=steps, desc=desc, disable=not progress)
     step = 0
-    for _ in range(max_epochs):
+    timed_out = False
+    while step < steps and not timed_out:
         rng.shuffle(examples)
         for k in range(0, len(examples), batch_size):
-            used = (time.monotonic() - start) / (minutes * 60)
-            if used >= 1.0:
-                bar.close()
-                return step
+            if step >= steps:
+                break
+            if minutes and time.monotonic() - start > minutes * 60:
+                timed_out = True
+                log.warning("%s stopped by its %g-minute limit at step %d of %d: its model depends on "
+                            "this machine's speed", desc, minutes, step, steps)
+                break
             for group in opt.param_groups:
-                group["lr"] = lr * min(1.0, (step + 1) / 20) * (1.0 - 0.9 * used)
+                group["lr"] = lr * min(1.0, (step + 1) / 20) * (1.0 - 0.9 * step / steps)
             loss = model(**_batch(processor, examples[k : k + batch_size])).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -148,21 +153,30 @@ def _train_stage(model: Any, processor: Any, examples: list[CaptionExample], *, 
             bar.update(1)
             bar.set_postfix(loss=f"{value:.3f}")
     bar.close()
-    return step
+    return step, timed_out
+
+
+PLAIN_STEPS = 2369   # the shipped perception model's steps on images alone
+PROMPT_STEPS = 806   # and with the robot's prompts
 
 
 def train_vlm(
     model_dir: Path, world: Path, rooms: Sequence[str], *, lr: float = 2e-3, seed: int = 0,
-    n_first: int | None = None, n_pair: int | None = None, progress: bool = True, plain_minutes: float = 9.0,
-    prompt_minutes: float = 4.0, max_epochs: int = 20,
+    n_first: int | None = None, n_pair: int | None = None, progress: bool = True,
+    plain_steps: int = PLAIN_STEPS, prompt_steps: int = PROMPT_STEPS,
+    plain_minutes: float = 0.0, prompt_minutes: float = 0.0,
 ) -> dict[str, Any]:
     """Train the model in `model_dir` in place on caption examples of `rooms`, in two
-    stages: (1) `plain_minutes` with the images alone (no prompt text: short sequences, so
-    many more steps teach the vision tower colours, shapes and positions), then (2)
-    `prompt_minutes` with the robot's own prompts, so the model answers them."""
+    stages: (1) `plain_steps` steps with the images alone (no prompt text: short
+    sequences, so cheap steps teach the vision tower colours, shapes and positions), then
+    (2) `prompt_steps` with the robot's own prompts, so the model answers them. The
+    `*_minutes` cap a stage's time (0: no cap)."""
     import torch
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
+    for name, value in (("plain_steps", plain_steps), ("prompt_steps", prompt_steps)):
+        if value < 1:
+            raise ValueError(f"perception training: {name} must be at least 1, got {value}")
     rng = random.Random(seed)
     torch.manual_seed(seed)
     processor = AutoProcessor.from_pretrained(model_dir)
@@ -171,18 +185,21 @@ def train_vlm(
     examples: list[CaptionExample] = []
     for room in rooms:
         examples.extend(room_examples(world, room, rng, n_first=n_first, n_pair=n_pair))
+    if not examples:
+        raise ValueError(f"perception training: no caption examples in rooms {list(rooms)[:5]} of {world}")
     plain = [CaptionExample(ex.images, "", ex.caption) for ex in examples]
     history: list[dict[str, Any]] = []
     start = time.monotonic()
-    steps_plain = _train_stage(model, processor, plain, batch_size=16, lr=lr, minutes=plain_minutes,
-                               max_epochs=max_epochs, rng=rng, desc="vlm captions (images only)",
-                               progress=progress, history=history)
-    steps_prompt = _train_stage(model, processor, examples, batch_size=8, lr=lr / 2, minutes=prompt_minutes,
-                                max_epochs=max_epochs, rng=rng, desc="vlm captions (robot prompts)",
-                                progress=progress, history=history)
+    steps_plain, capped_plain = _train_stage(
+        model, processor, plain, batch_size=16, lr=lr, steps=plain_steps, minutes=plain_minutes, rng=rng,
+        desc="vlm captions (images only)", progress=progress, history=history)
+    steps_prompt, capped_prompt = _train_stage(
+        model, processor, examples, batch_size=8, lr=lr / 2, steps=prompt_steps, minutes=prompt_minutes,
+        rng=rng, desc="vlm captions (robot prompts)", progress=progress, history=history)
     model.eval()
     model.save_pretrained(model_dir, safe_serialization=True)
     return {"examples": len(examples), "steps_images_only": steps_plain, "steps_robot_prompts": steps_prompt,
+            "stopped_by_time_budget": capped_plain or capped_prompt,
             "seconds": round(time.monotonic() - start, 1),
             "loss_first": history[0]["loss"] if history else None,
             "loss_last": float(np.mean([h["loss"] for h in history[-20:]])) if history else None,

@@ -126,8 +126,9 @@ def test_curriculum_trains_a_model_the_robot_loads(tmp_path) -> None:
 
     tok = models.build_world_tokenizer(worked.vocabulary(), vocab_size=600)
     models.new_lm(tmp_path, tok, hidden=32, layers=2, heads=4, kv_heads=4)
-    report = curriculum.train_curriculum(tmp_path, short_minutes=0.03, long_minutes=0.03, seed=1, progress=False)
+    report = curriculum.train_curriculum(tmp_path, short_steps=6, long_steps=4, seed=1, progress=False)
     assert report["short"]["steps"] >= 1 and report["long"]["steps"] >= 1
+    assert (report["short"]["steps"], report["long"]["steps"]) == (6, 4)
     assert report["short"]["loss_last"] < report["short"]["loss_first"] + 1.0
     reasoner = make_reasoner(ModelSpec.from_dict({"backend": "transformers", "model": str(tmp_path),
                                                   "device": "cpu", "dtype": "float32", "max_new_tokens": 8,
@@ -145,13 +146,14 @@ def test_curriculum_job_trains_in_its_own_process_and_reports_failure(tmp_path) 
 
     tok = models.build_world_tokenizer(worked.vocabulary(), vocab_size=600)
     models.new_lm(tmp_path / "lm", tok, hidden=32, layers=2, heads=4, kv_heads=4)
-    args = argparse.Namespace(curriculum_minutes=0.02, curriculum_long_minutes=0.02, curriculum_lr=2e-3, seed=0,
-                              curriculum_progress="long")
+    args = argparse.Namespace(curriculum_steps=3, curriculum_long_steps=2, curriculum_minutes=0.0,
+                              curriculum_long_minutes=0.0, curriculum_lr=2e-3, seed=0, curriculum_progress="long")
     job = curriculum_job(tmp_path / "lm", tmp_path / "done.json", args)
     assert job.process.pid is not None and job.process.daemon
     job.wait()
     report = json.loads((tmp_path / "done.json").read_text())
     assert report["short"]["steps"] >= 1 and report["long"]["steps"] >= 1
+    assert (report["short"]["steps"], report["long"]["steps"]) == (3, 2)
     broken = curriculum_job(tmp_path / "missing", tmp_path / "never.json", args)
     with pytest.raises(RuntimeError, match="reading curriculum failed"):
         broken.wait()

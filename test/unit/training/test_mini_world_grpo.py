@@ -30,7 +30,7 @@ def test_the_arms_follow_the_papers_stages() -> None:
 
 def test_one_step_of_the_runs_grpo_config_trains_with_three_rewards(tmp_path: Path) -> None:
     """The way the run trains its arm with the consistency reward: the run's own config,
-    in a side process (SideJob), with the run's time budget."""
+    in a side process (SideJob), with no time limit (the run's default)."""
     args = build_parser().parse_args(["--out", str(tmp_path)])
     assert (args.grpo_batch, args.grpo_lr) == (8, 5e-5)
     records = curriculum.make_records(5, 8, curriculum.LONG_FRAMES)
@@ -42,7 +42,7 @@ def test_one_step_of_the_runs_grpo_config_trains_with_three_rewards(tmp_path: Pa
     assert cfg["grpo"]["num_generations"] == args.grpo_group
     assert cfg["rewards"]["consistency_model"]["max_new_tokens"] == JUDGE_TOKENS  # room for the judge's scan
     cfg["grpo"]["max_steps"] = 1
-    job = SideJob("one GRPO step", "grpo", tmp_path / "done.json", {"config": cfg, "minutes": 10.0})
+    job = SideJob("one GRPO step", "grpo", tmp_path / "done.json", {"config": cfg})
     job.wait()
     result = json.loads((tmp_path / "done.json").read_text())
     assert result["global_step"] == 1 and not result["stopped_by_time_budget"]
@@ -59,7 +59,9 @@ def test_bad_grpo_settings_are_refused_before_anything_runs(tmp_path: Path,
     for bad, says in ((["--grpo-batch", "6"], "multiple of 4"), (["--grpo-lr", "0"], "must be positive"),
                       (["--eval-rooms", "41"], "must be 1..--test-rooms (40)"),
                       (["--grpo-batch", "12", "--grpo-group", "8"], "multiple of 8 (--grpo-group)"),
-                      (["--grpo-group", "1"], "must be at least 2"), (["--judge-minutes", "0"], "must be positive")):
+                      (["--grpo-group", "1"], "must be at least 2"),
+                      (["--judge-minutes", "-1"], "must be 0 (no limit) or more"),
+                      (["--judge-steps", "0"], "must be at least 1")):
         with pytest.raises(SystemExit) as exit_info:
             main(["--out", str(tmp_path / "run"), *bad])
         assert exit_info.value.code == 2 and says in capsys.readouterr().err

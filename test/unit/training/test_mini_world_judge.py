@@ -90,13 +90,14 @@ def test_the_judge_trains_in_a_side_job_from_a_copy_of_a_model(tmp_path) -> None
     before = (tmp_path / "judge" / "model.safetensors").read_bytes()
     items = [(QUESTION, DECISION, "C")] * 8
     job = SideJob("consistency judge", "judge", tmp_path / "done.json",
-                  {"model_dir": tmp_path / "judge", "items": items, "minutes": 0.02, "text_episodes": 16})
+                  {"model_dir": tmp_path / "judge", "items": items, "steps": 3, "text_episodes": 16})
     job.wait()
     report = json.loads((tmp_path / "done.json").read_text())
     assert report["pairs"] == 24 and report["steps"] >= 1
+    assert report["steps"] == 3 and not report["stopped_by_time_budget"]
     assert (tmp_path / "judge" / "model.safetensors").read_bytes() != before
     broken = SideJob("consistency judge", "judge", tmp_path / "never.json",
-                     {"model_dir": tmp_path / "missing", "items": items, "minutes": 0.02, "text_episodes": 1})
+                     {"model_dir": tmp_path / "missing", "items": items, "steps": 1, "text_episodes": 1})
     with pytest.raises(RuntimeError, match="consistency judge failed"):
         broken.wait()
 
