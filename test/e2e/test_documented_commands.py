@@ -66,6 +66,9 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "long job (the whole mini-world training, about 55 min on 2 cores); its steps are "
         "tested in test_mini_world.py, one GRPO step of its settings in test_mini_world_grpo.py "
         "and the shipped result in test_mini_world_models.py",
+    ("docs/mini_world.md", "python -m bench.mini_world_selection sets --run artifacts/mini_world"):
+        "needs a finished mini-world run (about an hour) and takes minutes; the same commands "
+        "run on a small world in test/unit/bench/test_mini_world_selection.py",
     ("docs/robot_install.md", "sudo apt install"):
         "needs apt ROS on Ubuntu 24.04 (a robot)",
 }

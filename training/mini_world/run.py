@@ -447,14 +447,33 @@ def paired_table(comparisons: Mapping[str, Mapping[str, Mapping[str, float]]]) -
     return "\n".join(lines)
 
 
-def evaluate_row(name: str, model: Path, records: Sequence[Mapping[str, Any]], out: Path, judge: Path
+def room_roles(summary: Mapping[str, Any], seed: int, warmup: int, grpo: int, captions: int
+               ) -> dict[str, list[str]]:
+    """Which training rooms (of the world's `world.json` summary) feed the warm-up, GRPO and
+    the captions: the train split shuffled by `seed`, then the first `warmup`, the next
+    `grpo`, the next `captions`. The reasoning model reads descriptions of rooms the
+    perception model never saw in training (as the paper's frozen VLM never saw its
+    questions' videos)."""
+    rooms = list(summary["rooms"]["train"])
+    random.Random(seed).shuffle(rooms)
+    if warmup + grpo + captions > len(rooms):
+        raise ValueError(f"{warmup} warm-up + {grpo} GRPO + {captions} caption rooms: the world has only "
+                         f"{len(rooms)} training rooms")
+    return {"warmup": rooms[:warmup], "grpo": rooms[warmup : warmup + grpo],
+            "captions": rooms[warmup + grpo : warmup + grpo + captions]}
+
+
+def evaluate_row(name: str, model: Path, records: Sequence[Mapping[str, Any]], out: Path, judge: Path | None
                  ) -> dict[str, Any]:
+    """A table row of the reasoning model `model` (greedy) on cached `records`; `judge`
+    (None: no consistency rate) checks the reasoning of the right answers."""
     from embodied_r_training.data import read_jsonl
     from embodied_r_training.evaluate import evaluate
 
-    metrics = evaluate(records, model_cfg=_spec(model, REASONING_TOKENS), out=out, name=name,
-                       consistency_cfg=_spec(judge, JUDGE_TOKENS, temperature=0.1),
-                       consistency_options={"max_workers": 1, "timeout_s": 120})
+    judged: dict[str, Any] = {} if judge is None else {
+        "consistency_cfg": _spec(judge, JUDGE_TOKENS, temperature=0.1),
+        "consistency_options": {"max_workers": 1, "timeout_s": 120}}
+    metrics = evaluate(records, model_cfg=_spec(model, REASONING_TOKENS), out=out, name=name, **judged)
     return _row(metrics, read_jsonl(out / "predictions.jsonl"), {r["Question_id"]: r["question"] for r in records})
 
 
@@ -473,7 +492,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     clock = Stopwatch(out / "wall_times.json")
-    rng = random.Random(args.seed)
     cfg = WorldConfig(seed=args.seed, n_train=args.train_rooms, n_val=args.val_rooms, n_test=args.test_rooms)
     world = out / "world"
     if not (world / "world.json").exists():
@@ -486,16 +504,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for split in ("train", "val", "test"):
         truth.update(json.loads((world / "truth" / f"{split}.json").read_text()))
 
-    # Which training rooms feed the captions, the warm-up and GRPO.
-    train_rooms = list(summary["rooms"]["train"])
     test_rooms = list(summary["rooms"]["test"])
-    rng.shuffle(train_rooms)
-    # The reasoning model reads descriptions of rooms the perception model never saw in
-    # training (as the paper's frozen VLM never saw its questions' videos).
-    lm_rooms = train_rooms[: args.warmup_rooms + args.grpo_rooms]
-    warm_rooms = set(lm_rooms[: args.warmup_rooms])
-    grpo_rooms = set(lm_rooms[args.warmup_rooms :])
-    caption_rooms = train_rooms[len(lm_rooms) : len(lm_rooms) + args.caption_rooms]
+    roles = room_roles(summary, args.seed, args.warmup_rooms, args.grpo_rooms, args.caption_rooms)
+    warm_rooms, grpo_rooms = set(roles["warmup"]), set(roles["grpo"])
+    caption_rooms = roles["captions"]
 
     mdir = out / "models"
     vlm_dir, lm_init = mdir / "vlm", mdir / "lm_init"
@@ -781,6 +793,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)}: must be 0 (no limit) or more")
     if args.grpo_lr <= 0:
         parser.error(f"--grpo-lr {args.grpo_lr}: must be positive")
+    if args.warmup_rooms + args.grpo_rooms + args.caption_rooms > args.train_rooms:
+        parser.error(f"--warmup-rooms {args.warmup_rooms} + --grpo-rooms {args.grpo_rooms} + --caption-rooms "
+                     f"{args.caption_rooms}: more than the {args.train_rooms} --train-rooms")
     if not 1 <= args.eval_rooms <= args.test_rooms:
         parser.error(f"--eval-rooms {args.eval_rooms}: must be 1..--test-rooms ({args.test_rooms})")
     run(args)
