@@ -137,3 +137,15 @@ def test_a_grpo_time_limit_stops_the_trainer_at_a_step_end(monkeypatch: pytest.M
     assert not control.should_training_stop and not budget.hit
     control = budget.on_step_end(None, None, control)
     assert control.should_training_stop and budget.hit
+
+
+def test_room_roles_split_the_training_rooms_without_overlap() -> None:
+    from embodied_r_training.mini_world.run import room_roles
+
+    summary = {"rooms": {"train": [f"r{i}" for i in range(10)]}}
+    roles = room_roles(summary, 0, 3, 2, 4)
+    assert [len(roles[k]) for k in ("warmup", "grpo", "captions")] == [3, 2, 4]
+    assert len(set(roles["warmup"]) | set(roles["grpo"]) | set(roles["captions"])) == 9
+    assert room_roles(summary, 0, 3, 2, 4) == roles and room_roles(summary, 1, 3, 2, 4) != roles
+    with pytest.raises(ValueError, match="the world has only 10 training rooms"):
+        room_roles(summary, 0, 5, 5, 1)
