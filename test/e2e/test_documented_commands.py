@@ -63,7 +63,7 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("training/README.md", "python -m pytest test/unit/training/test_training_data.py"):
         "the training tests themselves (minutes)",
     ("docs/mini_world.md", "embodied-r-train mini-world --out artifacts/mini_world --ship"):
-        "long job (the whole mini-world training, about 55 min on 2 cores); its steps are "
+        "long job (the whole mini-world training, about an hour on 2 cores); its steps are "
         "tested in test_mini_world.py, one GRPO step of its settings in test_mini_world_grpo.py "
         "and the shipped result in test_mini_world_models.py",
     ("docs/mini_world.md", "python -m bench.mini_world_selection sets --run artifacts/mini_world"):
