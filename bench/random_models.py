@@ -61,8 +61,7 @@ def perception_parts(size: str, spec: ModelSpec, folders: Any) -> tuple[Any, Any
     processor = AutoProcessor.from_pretrained(str(folders.vlm))
     if size == "tiny":
         model = AutoModelForImageTextToText.from_pretrained(str(folders.vlm), dtype=dtype)
-        # transformers' @wraps(Module.to) makes `to` look unbound to mypy
-        return model.to(device).eval(), processor  # type: ignore[arg-type]
+        return model.to(device).eval(), processor
     from bench.gpu_latency import QWEN25_VL_7B, build_vlm
 
     budget = QWEN25_VL_7B["image_processor"]
@@ -89,8 +88,7 @@ def reasoning_parts(size: str, spec: ModelSpec, folders: Any) -> tuple[Any, Any]
     tokenizer = AutoTokenizer.from_pretrained(str(folders.lm))
     if size == "tiny":
         model = AutoModelForCausalLM.from_pretrained(str(folders.lm), dtype=dtype)
-        # transformers' @wraps(Module.to) makes `to` look unbound to mypy
-        return model.to(device).eval(), tokenizer  # type: ignore[arg-type]
+        return model.to(device).eval(), tokenizer
     from bench.gpu_latency import QWEN25_3B, build_lm
 
     model = build_lm(QWEN25_3B, torch, device, dtype,

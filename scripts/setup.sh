@@ -77,10 +77,17 @@ build_inputs=(package.xml CMakeLists.txt msg/* srv/* action/* launch/*.py script
 # BUILD_TESTING=ON registers the suite with ctest, so `colcon test` (and `make colcon-test`)
 # run on this very build without a second configure; the arguments are part of the stamp.
 cmake_args=(-DBUILD_TESTING=ON -DPython3_EXECUTABLE="$VENV/bin/python")
-want="$( (printf '%s\n' "${cmake_args[@]}" "${build_inputs[@]}"; cat "${build_inputs[@]}";
+# (The checkout's own path is left out of the stamp, so a copy of the checkout with the same
+# sources and the same stamps is up to date too; a moved checkout needs a new .venv anyway.)
+want="$( (printf '%s\n' "${cmake_args[@]//"$ROOT"\//}" "${build_inputs[@]}"; cat "${build_inputs[@]}";
           find embodied_r_ros config -type f \( -name '*.py' -o -name '*.yaml' \) | sort |
           while read -r f; do printf '%s\n' "$f"; cat "$f"; done) | sha256sum | cut -c1-16)"
-if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/embodied_r_ros/share/embodied_r_ros/package.xml" ]; then
+# The build step's console lines are also kept in $WS/last_setup_build.log, after a line
+# naming the hash of this script and whether the workspace was empty ("first build") or
+# not ("rebuild"): test/e2e/test_setup_progress.py reads them when the checkout's last
+# build was a first build by this very script (as in CI, where `make test` builds first),
+# instead of building a second time.
+colcon_step() {
   log "building the ROS 2 package with colcon (interfaces, Python package, launch, config)"
   log "  about 45-70 s on 2 cores; colcon reports each step below; full log: $WS/last_build.log"
   mkdir -p "$WS/src"
@@ -107,6 +114,14 @@ if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/e
           if (pct >= last + 10) { last = pct; printf "[setup] colcon: build %3d%% (%d s)\n", pct, systime() - start; fflush() }
         }' || { tail -40 "$WS/last_build.log"; echo "setup: colcon build failed; full log: $WS/last_build.log and $WS/log/latest_build" >&2; exit 1; }
   )
+}
+if [ "$(cat "$STAMPS/colcon" 2>/dev/null)" != "$want" ] || [ ! -f "$WS/install/embodied_r_ros/share/embodied_r_ros/package.xml" ]; then
+  kind="rebuild"; [ -d "$WS/build" ] || kind="first build"
+  mkdir -p "$WS"
+  rm -f "$WS/last_setup_build.log"
+  colcon_step | tee "$WS/last_setup_build.log.part"
+  { echo "setup.sh $(hash_of "$ROOT/scripts/setup.sh") $kind"; cat "$WS/last_setup_build.log.part"; } > "$WS/last_setup_build.log"
+  rm -f "$WS/last_setup_build.log.part"
   echo "$want" > "$STAMPS/colcon"
 else
   log "ROS 2 package build up to date"

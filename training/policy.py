@@ -133,8 +133,7 @@ def extract_language_model(src: str | Path, dst: str | Path, *, dtype: str | Non
     lm.load_state_dict(state, strict=False, assign=True)
     if config.tie_word_embeddings:
         lm.tie_weights()
-    # transformers' @wraps(Module.to) makes `to` look unbound to mypy
-    lm.to(dtype=next(iter(state.values())).dtype)  # type: ignore[call-arg]
+    lm.to(dtype=next(iter(state.values())).dtype)
     try:
         lm.generation_config = GenerationConfig.from_pretrained(str(src))
     except OSError:

@@ -120,8 +120,7 @@ def new_lm(folder: str | Path, tokenizer: Any, *, seed: int = 0, hidden: int = 1
 
     folder = Path(folder)
     ids = _token_ids(tokenizer)
-    # rope_theta goes to the config's **kwargs, which its dataclass type leaves out
-    config = Qwen2Config(  # type: ignore[call-arg]
+    config = Qwen2Config(
         vocab_size=_padded_vocab(tokenizer), hidden_size=hidden, intermediate_size=hidden * 3,
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
         max_position_embeddings=4096, rope_theta=10000.0, tie_word_embeddings=True,
