@@ -231,7 +231,9 @@ def train_curriculum(model_dir: Path, *, short_steps: int = SHORT_STEPS, long_st
                      progress_questions: str = "none") -> dict[str, Any]:
     """Both stages on the causal LM in `model_dir`, in place: `short_steps` steps (batch 8)
     on short prompts, then `long_steps` on the robot's prompt (0 skips a stage). Each
-    stage's records are made for its steps (at least one pass over them); `*_minutes`
+    stage's records are made for its steps: the shipped run's 60,000 short and 12,000 long
+    records, proportionally fewer for fewer steps (the stream's first records are the same
+    whatever the count), and always enough for one pass; `*_minutes`
     caps a stage's time (0: no cap; a capped stage's report says it was stopped).
     `progress` shows a progress bar; `progress_questions` (`progress_stages`) says which
     stages also ask progress-evaluation questions."""
@@ -242,13 +244,15 @@ def train_curriculum(model_dir: Path, *, short_steps: int = SHORT_STEPS, long_st
     with_progress = progress_stages(progress_questions)
     torch.set_num_threads(threads)
     report: dict[str, Any] = {}
-    for name, frames, steps, minutes, short, count in (
-            ("short", SHORT_FRAMES, short_steps, short_minutes, True, 60000),
-            ("long", LONG_FRAMES, long_steps, long_minutes, False, 12000)):
+    for name, frames, steps, minutes, short, shipped_records, shipped_steps in (
+            ("short", SHORT_FRAMES, short_steps, short_minutes, True, 60000, SHORT_STEPS),
+            ("long", LONG_FRAMES, long_steps, long_minutes, False, 12000, LONG_STEPS)):
         if steps <= 0:
             continue
         # A short record is one example, a long one two (the robot's prompt and the judge's).
-        count = max(count, -(-steps * 8 // (1 if short else 2)))
+        # Fewer steps than the shipped run's make proportionally fewer records.
+        count = max(min(shipped_records, -(-shipped_records * steps // shipped_steps)),
+                    -(-steps * 8 // (1 if short else 2)))
         records = make_records(seed * 1000 + len(report) + 1, count, frames, progress=name in with_progress)
         pairs = stage_pairs(records, short=short, judge=not short)
         res = lm_sft.train_lm(model_dir, pairs, epochs=1, batch_size=8, lr=lr, seed=seed, progress=progress,
