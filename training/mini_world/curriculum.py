@@ -225,6 +225,16 @@ SHORT_STEPS = 7500  # the shipped run's first stage: one pass over its 60,000 sh
 LONG_STEPS = 1300   # and its second stage (the robot's prompt), as the shipped run made them
 
 
+def stage_record_count(steps: int, *, short: bool) -> int:
+    """How many records a stage of `steps` steps (batch 8) makes: the shipped run's 60,000
+    short or 12,000 long records at its steps or more, proportionally fewer for fewer
+    steps, and never fewer than one pass needs (a short record is one example, a long one
+    two: the robot's prompt and the judge's)."""
+    shipped_records, shipped_steps = (60000, SHORT_STEPS) if short else (12000, LONG_STEPS)
+    proportional = min(shipped_records, -(-shipped_records * steps // shipped_steps))
+    return max(proportional, -(-steps * 8 // (1 if short else 2)))
+
+
 def train_curriculum(model_dir: Path, *, short_steps: int = SHORT_STEPS, long_steps: int = LONG_STEPS,
                      short_minutes: float = 0.0, long_minutes: float = 0.0, seed: int = 0,
                      lr: float = 2e-3, threads: int = 1, progress: bool = True,
@@ -244,15 +254,12 @@ def train_curriculum(model_dir: Path, *, short_steps: int = SHORT_STEPS, long_st
     with_progress = progress_stages(progress_questions)
     torch.set_num_threads(threads)
     report: dict[str, Any] = {}
-    for name, frames, steps, minutes, short, shipped_records, shipped_steps in (
-            ("short", SHORT_FRAMES, short_steps, short_minutes, True, 60000, SHORT_STEPS),
-            ("long", LONG_FRAMES, long_steps, long_minutes, False, 12000, LONG_STEPS)):
+    for name, frames, steps, minutes, short in (
+            ("short", SHORT_FRAMES, short_steps, short_minutes, True),
+            ("long", LONG_FRAMES, long_steps, long_minutes, False)):
         if steps <= 0:
             continue
-        # A short record is one example, a long one two (the robot's prompt and the judge's).
-        # Fewer steps than the shipped run's make proportionally fewer records.
-        count = max(min(shipped_records, -(-shipped_records * steps // shipped_steps)),
-                    -(-steps * 8 // (1 if short else 2)))
+        count = stage_record_count(steps, short=short)
         records = make_records(seed * 1000 + len(report) + 1, count, frames, progress=name in with_progress)
         pairs = stage_pairs(records, short=short, judge=not short)
         res = lm_sft.train_lm(model_dir, pairs, epochs=1, batch_size=8, lr=lr, seed=seed, progress=progress,

@@ -149,3 +149,15 @@ def test_room_roles_split_the_training_rooms_without_overlap() -> None:
     assert room_roles(summary, 0, 3, 2, 4) == roles and room_roles(summary, 1, 3, 2, 4) != roles
     with pytest.raises(ValueError, match="the world has only 10 training rooms"):
         room_roles(summary, 0, 5, 5, 1)
+
+
+def test_curriculum_records_are_the_shipped_runs_at_its_steps_and_fewer_for_a_short_stage() -> None:
+    # The default run makes exactly the shipped run's records (its stream, its shuffle);
+    # more steps never fewer; a few-step stage only what it needs (it made 60,000 before).
+    from embodied_r_training.mini_world.curriculum import stage_record_count
+
+    assert stage_record_count(7500, short=True) == 60000 and stage_record_count(1300, short=False) == 12000
+    assert stage_record_count(2600, short=False) == 12000 and stage_record_count(9000, short=True) == 72000
+    assert stage_record_count(6, short=True) == 48 and stage_record_count(4, short=False) == 37
+    assert all(stage_record_count(s, short=sh) * (1 if sh else 2) >= 8 * s
+               for s in (1, 3, 100, 1299, 7499, 20000) for sh in (True, False))
