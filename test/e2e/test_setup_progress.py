@@ -4,11 +4,12 @@ and its end, and a settled dependency step says so in one line (issue 25, item 6
 The script runs on a copy of the checkout whose `.venv` holds links to this checkout's
 virtual environment (so nothing is downloaded) and its own copy of the stamps: the Python
 steps are up to date. The colcon build's lines are checked on a real first build by this
-very script: when this checkout's last build was made by the current `scripts/setup.sh`
-and was a first build (its `.ros_ws/last_setup_build.log` says so beside the script's hash;
-in CI, `make test` has just built), the copy also gets the colcon stamp, its set-up must say the build is up to date,
-and the recorded lines of that build are checked; otherwise the copy builds for real into
-its own `.ros_ws` (about 100 s) and its own lines are checked."""
+very script: when this checkout's last build was a first build by the current
+`scripts/setup.sh` (its `.ros_ws/last_setup_build.log` says so beside the script's hash;
+in CI, `make test` has just built), the copy also gets the colcon stamp, its set-up must
+say the build is up to date, and the recorded lines of that build are checked; otherwise
+the copy builds for real into its own `.ros_ws` (about 100 s) and its own lines are
+checked."""
 
 from __future__ import annotations
 

@@ -223,27 +223,28 @@ def progress_stages(setting: str) -> tuple[str, ...]:
 
 SHORT_STEPS = 7500  # the shipped run's first stage: one pass over its 60,000 short records
 LONG_STEPS = 1300   # and its second stage (the robot's prompt), as the shipped run made them
+SHORT_RECORDS = 60000  # the records the shipped run made for those stages
+LONG_RECORDS = 12000
+BATCH = 8  # examples a curriculum step
 
 
 def stage_record_count(steps: int, *, short: bool) -> int:
-    """How many records a stage of `steps` steps (batch 8) makes: the shipped run's 60,000
-    short or 12,000 long records at its steps or more, proportionally fewer for fewer
-    steps, and never fewer than one pass needs (a short record is one example, a long one
-    two: the robot's prompt and the judge's)."""
-    shipped_records, shipped_steps = (60000, SHORT_STEPS) if short else (12000, LONG_STEPS)
+    """How many records a stage of `steps` steps makes: the shipped run's SHORT_RECORDS or
+    LONG_RECORDS at its steps or more, proportionally fewer for fewer steps (the stream's
+    first records are the same whatever the count), and never fewer than one pass needs
+    (a short record is one example, a long one two: the robot's prompt and the judge's)."""
+    shipped_records, shipped_steps = (SHORT_RECORDS, SHORT_STEPS) if short else (LONG_RECORDS, LONG_STEPS)
     proportional = min(shipped_records, -(-shipped_records * steps // shipped_steps))
-    return max(proportional, -(-steps * 8 // (1 if short else 2)))
+    return max(proportional, -(-steps * BATCH // (1 if short else 2)))
 
 
 def train_curriculum(model_dir: Path, *, short_steps: int = SHORT_STEPS, long_steps: int = LONG_STEPS,
                      short_minutes: float = 0.0, long_minutes: float = 0.0, seed: int = 0,
                      lr: float = 2e-3, threads: int = 1, progress: bool = True,
                      progress_questions: str = "none") -> dict[str, Any]:
-    """Both stages on the causal LM in `model_dir`, in place: `short_steps` steps (batch 8)
-    on short prompts, then `long_steps` on the robot's prompt (0 skips a stage). Each
-    stage's records are made for its steps: the shipped run's 60,000 short and 12,000 long
-    records, proportionally fewer for fewer steps (the stream's first records are the same
-    whatever the count), and always enough for one pass; `*_minutes`
+    """Both stages on the causal LM in `model_dir`, in place: `short_steps` steps (batch
+    BATCH) on short prompts, then `long_steps` on the robot's prompt (0 skips a stage),
+    each on the records `stage_record_count` says; `*_minutes`
     caps a stage's time (0: no cap; a capped stage's report says it was stopped).
     `progress` shows a progress bar; `progress_questions` (`progress_stages`) says which
     stages also ask progress-evaluation questions."""
@@ -262,7 +263,7 @@ def train_curriculum(model_dir: Path, *, short_steps: int = SHORT_STEPS, long_st
         count = stage_record_count(steps, short=short)
         records = make_records(seed * 1000 + len(report) + 1, count, frames, progress=name in with_progress)
         pairs = stage_pairs(records, short=short, judge=not short)
-        res = lm_sft.train_lm(model_dir, pairs, epochs=1, batch_size=8, lr=lr, seed=seed, progress=progress,
+        res = lm_sft.train_lm(model_dir, pairs, epochs=1, batch_size=BATCH, lr=lr, seed=seed, progress=progress,
                               max_steps=steps, max_minutes=minutes or None, desc=f"reading curriculum ({name})")
         report[name] = {k: v for k, v in res.items() if k != "history"}
         report[name]["loss_by_tenth"] = _tenths([h["loss"] for h in res["history"]])
