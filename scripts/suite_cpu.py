@@ -1,9 +1,9 @@
 """Where the test suite's CPU time goes, process by process.
 
-    python scripts/suite_cpu.py [--out FILE] [pytest arguments]
+    python scripts/suite_cpu.py [--out FILE] PYTEST_ARGUMENTS...
 
-Runs `python -m pytest` with the given arguments (default: the whole suite as `make test`
-runs it) and, in every Python process started under it (pytest and its xdist workers, the
+Runs `python -m pytest` with the given arguments (the suite as `make test` runs it on two
+cores: `test -n 2 --dist loadfile`) and, in every Python process started under it (pytest and its xdist workers, the
 node executables, the CLI commands, training jobs), records at exit the process's CPU time
 (user + system), its command and whether it imported torch and transformers. Then prints
 one row per program: processes, CPU seconds, share of the reported CPU, processes that
@@ -88,8 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON lines, one per process")
     args, pytest_args = parser.parse_known_args(argv)
     if not pytest_args:
-        workers = min(os.cpu_count() or 1, 4)
-        pytest_args = ["test", "-n", str(workers), "--dist", "loadfile"]
+        parser.error("give pytest's arguments, e.g. `test -n 2 --dist loadfile` (make test's, on 2 cores)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="suite_cpu_") as hook_dir:

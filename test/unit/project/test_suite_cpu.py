@@ -50,3 +50,8 @@ def test_pytest_failure_is_the_exit_status(tmp_path: Path) -> None:
     done, rows = run(tmp_path, fail=True)
     assert done.returncode == 1 and "suite_cpu: pytest exit 1" in done.stdout
     assert rows
+
+
+def test_no_pytest_arguments_is_a_usage_error() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "test -n 2 --dist loadfile" in done.stderr
