@@ -29,7 +29,7 @@ from typing import Any
 
 from embodied_r_ros.core.append_only import write_json_atomic
 from embodied_r_ros.core.errors import ErrorCode
-from embodied_r_ros.core.settings import load_settings
+from embodied_r_ros.core.settings import LOSSLESS_CAMERA, LOSSLESS_DEPTH, load_settings
 from embodied_r_ros.evaluation import models as model_setup
 from embodied_r_ros.evaluation.episode import EpisodeRecord
 from embodied_r_ros.evaluation.results import QuestionResult, summarize
@@ -37,10 +37,6 @@ from embodied_r_ros.evaluation.results import QuestionResult, summarize
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PARAMS = REPO_ROOT / "config" / "embodied_r.yaml"
 DEFAULT_ARTIFACTS = REPO_ROOT / "artifacts"
-# Camera queue depth of the demo's lossless replay: the unread frames the subscription
-# keeps, and so how far (1.25 s of the sample at 4x) the replay may run ahead of the node
-# before it waits for it.
-LOSSLESS_DEPTH = 50
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -192,7 +188,7 @@ def run(args: argparse.Namespace, report_path: Path) -> tuple[list[QuestionResul
     if tiny:  # local folders only: never ask the hub (the nodes inherit this)
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.camera_qos == "reliable":
-        overrides.update({"camera.reliability": "reliable", "camera.depth": LOSSLESS_DEPTH})
+        overrides.update(LOSSLESS_CAMERA)
     settings = load_settings(args.params_file, overrides=overrides)
 
     print(f"== starting the {args.graph} graph with {args.params_file}")

@@ -103,7 +103,10 @@ class ReplayClient(GraphClient):
         has not yet counted (its status' frames_received, this episode): with a reliable
         camera subscription of at least that depth no frame is lost however far the node
         falls behind (the replay waits for it; after 60 s with no progress the rest is
-        published without waiting). Returns the number of frames published."""
+        published without waiting). The wait compares the graph's count with `published`,
+        the frames published since that count began: set it to the graph's count when the
+        count starts again (a new episode, a restarted key-frame node). Returns
+        `published`."""
         if poses:
             deadline = time.monotonic() + 10.0
             while self.odometry_pub.get_subscription_count() == 0 and time.monotonic() < deadline:

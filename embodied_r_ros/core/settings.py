@@ -30,6 +30,13 @@ class CameraSettings:
     depth: int
 
 
+# Camera queue depth of a lossless replay (the demo's, replay-eval's live mode, tests that
+# count key frames): the unread frames a reliable subscription keeps, and so how far the
+# replay may run ahead of the node before it waits for it (1.25 s of the sample at 4x).
+LOSSLESS_DEPTH = 50
+LOSSLESS_CAMERA = {"camera.reliability": "reliable", "camera.depth": LOSSLESS_DEPTH}
+
+
 @dataclass(frozen=True)
 class KeyFrameSettings:
     sample_fps: float

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from embodied_r_ros.core.errors import BagError, EmbodiedRError, ErrorCode
-from embodied_r_ros.core.settings import Settings, load_settings
+from embodied_r_ros.core.settings import LOSSLESS_CAMERA, LOSSLESS_DEPTH, Settings, load_settings
 from embodied_r_ros.core.shards import Shard, available_cores, shard_argument
 from embodied_r_ros.evaluation import models as model_setup
 from embodied_r_ros.evaluation.questions import (
@@ -61,9 +61,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PARAMS = REPO_ROOT / "config" / "embodied_r.yaml"
 DEFAULT_ARTIFACTS = REPO_ROOT / "artifacts"
 EMBEDDED_NODE = "embodied_r"  # the node whose parameter section the fast mode reads
-# Camera queue depth of the lossless live replay (as the demo's): how far the replay may
-# run ahead of the node before it waits for it.
-LOSSLESS_DEPTH = 50
 
 
 def build_parser(prog: str = "embodied-r replay-eval") -> argparse.ArgumentParser:
@@ -151,8 +148,8 @@ def resolve_parameters(args: argparse.Namespace) -> tuple[Settings, dict[str, An
                  **model_setup.parse_set(args.overrides)}
     if args.mode == "live" and getattr(args, "camera_qos", "reliable") == "reliable":
         # lossless unless the user set the camera QoS explicitly (--set wins)
-        overrides.setdefault("camera.reliability", "reliable")
-        overrides.setdefault("camera.depth", LOSSLESS_DEPTH)
+        for key, value in LOSSLESS_CAMERA.items():
+            overrides.setdefault(key, value)
     missing = model_setup.missing_models(args.params_file, overrides)
     tiny = False
     if missing:
