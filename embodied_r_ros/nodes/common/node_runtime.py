@@ -181,7 +181,7 @@ def run_node(factory: Callable[[], LifecycleNode], args: list[str] | None = None
     the process exit code."""
     limit_malloc_arenas()
     # Start-up (imports, the node, its models) makes objects that live as long as the
-    # process: collecting cycles among them is wasted work (1.6 s of CPU while importing
+    # process: collecting cycles among them is wasted work (1.8 s of CPU while importing
     # transformers alone), so the collector pauses until the autostart is done, and what
     # start-up made is then frozen: later collections skip it (free_accelerator_memory
     # thaws it, so released models are still collected).
