@@ -28,11 +28,9 @@ import time
 from pathlib import Path
 
 from embodied_r_ros.evaluation.models import tiny_overrides
+from embodied_r_ros.evaluation.run import DEFAULT_ARTIFACTS, DEFAULT_PARAMS
 from embodied_r_ros.graph_processes import GraphProcesses
 from embodied_r_ros.replay import SpinningClient
-
-REPO = Path(__file__).resolve().parents[1]
-PARAMS = REPO / "config" / "embodied_r.yaml"
 
 
 def _children_cpu_s() -> float:
@@ -43,7 +41,7 @@ def _children_cpu_s() -> float:
 def one_round(graph: str, overrides: dict, settle_s: float) -> dict[str, float]:
     """Start `graph`, wait until it serves, settle, stop; the round's figures."""
     cpu0, t0 = _children_cpu_s(), time.monotonic()
-    with GraphProcesses(graph, PARAMS, overrides, echo=None) as running:
+    with GraphProcesses(graph, DEFAULT_PARAMS, overrides, echo=None) as running:
         with SpinningClient() as client:
             client.wait_for_graph(240, alive_check=running.check_alive)
             up_s = time.monotonic() - t0
@@ -64,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="starts per graph (default 2)")
     parser.add_argument("--settle", type=float, default=6.0,
                         help="seconds the graph runs after it serves, before the stop (default 6)")
-    parser.add_argument("--artifacts", type=Path, default=REPO / "artifacts",
+    parser.add_argument("--artifacts", type=Path, default=DEFAULT_ARTIFACTS,
                         help="where the tiny models are built (default artifacts/)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.models, pytest.mark.slow]
 
 def test_a_restarted_keyframe_node_continues_the_episode(tiny_models, sample_dir) -> None:  # type: ignore[no-untyped-def]
     fresh_ros_domain()
-    with GraphProcesses("split", PARAMS, {**tiny_overrides(tiny_models), **LOSSLESS_CAMERA},
+    with GraphProcesses("split", PARAMS, tiny_overrides(tiny_models, **LOSSLESS_CAMERA),
                         echo=None) as graph, \
             SpinningClient(camera_reliability="reliable") as client:
         client.wait_for_graph(240, alive_check=graph.check_alive)
