@@ -8,7 +8,9 @@
 #      into .ros_ws/install
 # A second run only re-checks stamps and takes a few seconds.
 # Environment: PYTHON (interpreter for the venv, default python3.11),
-#              EMBODIED_R_SKIP_ML=1 (skip torch/transformers; core + ROS only).
+#              EMBODIED_R_SKIP_ML=1 (skip torch/transformers; core + ROS only),
+#              EMBODIED_R_SETUP_FREE_GB (free disk space the first install insists on,
+#              default 8 GB, 1 GB with EMBODIED_R_SKIP_ML=1; 0 turns the check off).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +24,19 @@ STAMPS="$VENV/.embodied_r_stamps"
 log() { printf '[setup] %s\n' "$*"; }
 
 hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+
+# Before the first install: enough free disk for it? (.venv is about 6.7 GB with torch;
+# pip running out of space half-way leaves a broken .venv after minutes of work.)
+if [ ! -f "$STAMPS/pip" ]; then
+  need_gb="${EMBODIED_R_SETUP_FREE_GB:-$([ "${EMBODIED_R_SKIP_ML:-0}" = "1" ] && echo 1 || echo 8)}"
+  free_kb="$(df -Pk "$ROOT" | awk 'NR == 2 { print $4 }')"
+  if [ -n "$free_kb" ] && [ "$free_kb" -lt $((need_gb * 1024 * 1024)) ]; then
+    echo "setup: only $((free_kb / 1024 / 1024)) GB free on the disk of $ROOT; the first install needs about ${need_gb} GB" >&2
+    echo "setup: (.venv with torch and its CUDA libraries is about 6.7 GB). Free some space (old clones' .venv" >&2
+    echo "setup: folders are the usual culprits), or set EMBODIED_R_SKIP_ML=1 for core + ROS only (about 1 GB)." >&2
+    exit 1
+  fi
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
   command -v "$PYTHON" >/dev/null || { echo "setup: $PYTHON not found; set PYTHON=/path/to/python3.11" >&2; exit 1; }
