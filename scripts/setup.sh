@@ -29,6 +29,7 @@ hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
 # pip running out of space half-way leaves a broken .venv after minutes of work.)
 if [ ! -f "$STAMPS/pip" ]; then
   need_gb="${EMBODIED_R_SETUP_FREE_GB:-$([ "${EMBODIED_R_SKIP_ML:-0}" = "1" ] && echo 1 || echo 8)}"
+  [[ "$need_gb" =~ ^[0-9]+$ ]] || { echo "setup: EMBODIED_R_SETUP_FREE_GB must be a whole number of GB (0 = no check), not '$need_gb'" >&2; exit 1; }
   free_kb="$(df -Pk "$ROOT" | awk 'NR == 2 { print $4 }')"
   if [ -n "$free_kb" ] && [ "$free_kb" -lt $((need_gb * 1024 * 1024)) ]; then
     echo "setup: only $((free_kb / 1024 / 1024)) GB free on the disk of $ROOT; the first install needs about ${need_gb} GB" >&2

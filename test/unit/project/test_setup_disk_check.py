@@ -52,3 +52,13 @@ def test_the_check_is_skipped_once_installed(tmp_path: Path) -> None:
                           timeout=60)
     assert "first install needs" not in done.stderr
     assert "/nonexistent/python3.11 not found" in done.stderr
+
+
+def test_a_threshold_that_is_not_a_number_is_named(tmp_path: Path) -> None:
+    script = _copy_of_setup(tmp_path)
+    env = {**os.environ, "EMBODIED_R_SETUP_FREE_GB": "8GB"}
+    done = subprocess.run(["bash", str(script)], env=env, text=True, capture_output=True,
+                          timeout=60)
+    assert done.returncode == 1
+    assert "EMBODIED_R_SETUP_FREE_GB must be a whole number of GB (0 = no check), not '8GB'" in done.stderr
+    assert not (tmp_path / ".venv").exists()
