@@ -20,6 +20,11 @@ def _copy_of_setup(tmp_path: Path) -> Path:
     return tmp_path / "scripts" / "setup.sh"
 
 
+def _run_setup(script: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(script)], env={**os.environ, **env}, text=True,
+                          capture_output=True, timeout=60)
+
+
 def _free_gb(path: Path) -> int:
     return shutil.disk_usage(path).free // 1024**3
 
@@ -27,9 +32,7 @@ def _free_gb(path: Path) -> int:
 def test_first_install_stops_before_anything_when_the_disk_is_too_small(tmp_path: Path) -> None:
     script = _copy_of_setup(tmp_path)
     need = _free_gb(tmp_path) + 1000  # more than this disk has
-    env = {**os.environ, "EMBODIED_R_SETUP_FREE_GB": str(need)}
-    done = subprocess.run(["bash", str(script)], env=env, text=True, capture_output=True,
-                          timeout=60)
+    done = _run_setup(script, EMBODIED_R_SETUP_FREE_GB=str(need))
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"the first install needs about {need} GB" in done.stderr
     found = re.search(r"only (\d+) GB free", done.stderr)
@@ -46,19 +49,15 @@ def test_the_check_is_skipped_once_installed(tmp_path: Path) -> None:
     stamps = tmp_path / ".venv" / ".embodied_r_stamps"
     stamps.mkdir(parents=True)
     (stamps / "pip").write_text("stale\n")
-    env = {**os.environ, "EMBODIED_R_SETUP_FREE_GB": str(_free_gb(tmp_path) + 1000),
-           "PYTHON": "/nonexistent/python3.11"}
-    done = subprocess.run(["bash", str(script)], env=env, text=True, capture_output=True,
-                          timeout=60)
+    done = _run_setup(script, EMBODIED_R_SETUP_FREE_GB=str(_free_gb(tmp_path) + 1000),
+                      PYTHON="/nonexistent/python3.11")
     assert "first install needs" not in done.stderr
     assert "/nonexistent/python3.11 not found" in done.stderr
 
 
 def test_a_threshold_that_is_not_a_number_is_named(tmp_path: Path) -> None:
     script = _copy_of_setup(tmp_path)
-    env = {**os.environ, "EMBODIED_R_SETUP_FREE_GB": "8GB"}
-    done = subprocess.run(["bash", str(script)], env=env, text=True, capture_output=True,
-                          timeout=60)
+    done = _run_setup(script, EMBODIED_R_SETUP_FREE_GB="8GB")
     assert done.returncode == 1
     assert "EMBODIED_R_SETUP_FREE_GB must be a whole number of GB (0 = no check), not '8GB'" in done.stderr
     assert not (tmp_path / ".venv").exists()
